@@ -1,0 +1,45 @@
+"""Settings, validated once at the edge: flags > APP_* environment > .env > defaults."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_OPENAI_MODEL = "openai:gpt-4o-mini"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="APP_", env_file=".env", extra="ignore")
+
+    model: str | None = Field(None, description="offline | openai:<name>; default depends on keys")
+    db: Path = Path("checkpoints/agent.sqlite")
+    workspace: Path = Path("workspace")
+    max_iterations: int = Field(8, ge=1, le=100)
+    max_retries: int = Field(3, ge=0, le=20)
+    backoff_base: float = Field(0.5, ge=0)
+    backoff_cap: float = Field(8.0, ge=0)
+    max_tool_result_chars: int = Field(4000, ge=200)
+    max_input_chars: int = Field(100_000, ge=100)
+    model_timeout: float = Field(60.0, gt=0)
+    busy_timeout: float = Field(5.0, ge=0)
+
+    @property
+    def model_spec(self) -> str:
+        """The explicit model, else a real endpoint when one is configured, else the offline planner."""
+        if self.model:
+            return self.model
+        if os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"):
+            return DEFAULT_OPENAI_MODEL
+        return "offline"
+
+    @property
+    def chat_history_file(self) -> Path:
+        return self.db.parent / "chat_history"
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Settings with the CLI's flags applied on top; flags left unset do not override."""
+    return Settings(**{k: v for k, v in overrides.items() if v is not None})

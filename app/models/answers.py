@@ -1,0 +1,155 @@
+"""The offline planner's sentences, in English and Chinese, built only from tool results and stated facts."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from app.models.facts import Fact
+from app.models.intents import Intent
+
+UNIT = {"celsius": "°C", "fahrenheit": "°F"}
+
+FALLBACK_EN = (
+    "I'm running on Waypoint's offline planner, which is not a language model, so I can't answer "
+    "that. Offline I can: do arithmetic, look up the weather (an offline dataset of 36+ cities, "
+    "today, tomorrow or a date) and compare cities, read, write and list files in the workspace, "
+    "tell the time, and remember facts you tell me in this thread. For open-ended questions use a "
+    "real model: set OPENAI_API_KEY (and OPENAI_BASE_URL for any OpenAI-compatible server) or pass "
+    "--model openai:<name>."
+)
+FALLBACK_ZH = (
+    "我现在用的是 Waypoint 的离线规划器，它不是语言模型，所以回答不了这个问题。离线时我可以："
+    "算术计算、查询天气（离线数据集，36 个以上城市，今天、明天或指定日期）并比较城市温差、"
+    "读写和列出工作区里的文件、报时，以及记住你在本会话里告诉我的事情。要回答开放式问题，请配置"
+    "真实模型：设置 OPENAI_API_KEY（兼容 OpenAI 的服务器再设置 OPENAI_BASE_URL），或使用 "
+    "--model openai:<名称>。"
+)
+
+
+def fallback(chinese: bool) -> str:
+    return FALLBACK_ZH if chinese else FALLBACK_EN
+
+
+def facts_part(
+    stated: list[Fact], asked: tuple[str, str, Fact | None] | None, chinese: bool
+) -> list[str]:
+    parts = [_acknowledge(fact, chinese) for fact in stated]
+    if asked is not None and not stated:
+        parts.append(_recall(*asked, chinese))
+    return parts
+
+
+def _acknowledge(fact: Fact, chinese: bool) -> str:
+    if chinese:
+        return {
+            "name": f"你好，{fact.value}！我记住了你的名字。",
+            "number": f"好的，我记住了这个数字：{fact.value}。",
+            "home": f"好的，我记住了：你住在{fact.value}。",
+            "favourite": f"好的，我记住了：你最喜欢的{fact.topic}是{fact.value}。",
+        }.get(fact.key, f"好的，我记住了：{fact.value}。")
+    return {
+        "name": f"Nice to meet you, {fact.value}! I'll remember your name.",
+        "number": f"Got it — I'll remember the number {fact.value}.",
+        "home": f"Got it — you live in {fact.value}.",
+        "favourite": f"Got it — your favourite {fact.topic} is {fact.value}.",
+    }.get(fact.key, f"Got it — I'll remember that {fact.value}.")
+
+
+def _recall(key: str, topic: str, fact: Fact | None, chinese: bool) -> str:
+    if fact is None:
+        return "你还没有在这个会话里告诉过我。" if chinese else "You haven't told me that in this thread yet."
+    if chinese:
+        return {
+            "name": f"你叫{fact.value}。",
+            "number": f"你让我记住的数字是 {fact.value}。",
+            "home": f"你住在{fact.value}。",
+            "favourite": f"你最喜欢的{fact.topic}是{fact.value}。",
+        }.get(key, f"你让我记住的是：{fact.value}。")
+    return {
+        "name": f"Your name is {fact.value}.",
+        "number": f"The number you asked me to remember is {fact.value}.",
+        "home": f"You live in {fact.value}.",
+        "favourite": f"Your favourite {fact.topic} is {fact.value}.",
+    }.get(key, f"You asked me to remember that {fact.value}.")
+
+
+def describe(intent: Intent, pairs: list, walk: Any) -> list[str]:
+    """One sentence per tool result of an intent; failures say what failed and why."""
+    zh = walk.chinese
+    if not pairs:
+        return [_skipped(intent, walk, zh)]
+    lines = []
+    for call, result in pairs:
+        if result is None:
+            lines.append(f"（未完成：{call['name']}）" if zh else f"(not done: {call['name']})")
+        elif result.status == "error":
+            lines.append(_failed(call, str(result.content), zh))
+        else:
+            lines.append(_succeeded(intent, call, str(result.content), walk, zh))
+    return lines
+
+
+def _skipped(intent: Intent, walk: Any, zh: bool) -> str:
+    if intent.kind == "compare":
+        return "无法比较：需要两个城市的天气结果。" if zh else "I couldn't compare: that needs weather results for two cities."
+    if intent.kind == "write":
+        return "没有可以写入的内容。" if zh else "There was nothing to write to the file."
+    return f"工具不可用：{intent.kind}" if zh else f"That tool is not available here ({intent.kind})."
+
+
+def _failed(call: dict, error: str, zh: bool) -> str:
+    target = call["args"].get("city") or call["args"].get("path") or call["args"].get("expression")
+    what = f"{call['name']}({target})" if target else call["name"]
+    return f"{what} 失败：{error}" if zh else f"{what} failed: {error}"
+
+
+def _succeeded(intent: Intent, call: dict, content: str, walk: Any, zh: bool) -> str:
+    if intent.kind == "weather":
+        return _weather(json.loads(content), zh)
+    if intent.kind == "compare":
+        return _comparison(content, walk, zh)
+    if intent.kind == "calculate":
+        return f"{call['args']['expression']} = {content}"
+    if intent.kind == "time":
+        now = json.loads(content)
+        if zh:
+            return f"现在是 {now['date']} {now['time']}（{now['weekday']}，{now['timezone']}）。"
+        return f"It is {now['time']} on {now['weekday']}, {now['date']} ({now['timezone']})."
+    if intent.kind == "write":
+        return f"已写入文件：{content}。" if zh else f"{content[:1].upper()}{content[1:]}."
+    if intent.kind == "read":
+        header = f"{call['args']['path']} 的内容：" if zh else f"Contents of {call['args']['path']}:"
+        return f"{header}\n{content}"
+    header = "工作区文件：" if zh else "Files in the workspace:"
+    return f"{header}\n{content}"
+
+
+def _weather(forecast: dict, zh: bool) -> str:
+    unit = UNIT.get(forecast.get("unit", "celsius"), "°")
+    if zh:
+        city = forecast.get("city_zh") or forecast["city"]
+        return (
+            f"{city} {forecast['date']}：{forecast['condition']}，最高 {forecast['high']}{unit}，"
+            f"最低 {forecast['low']}{unit}。"
+        )
+    return (
+        f"{forecast['city']} on {forecast['date']}: {forecast['condition']}, "
+        f"high {forecast['high']}{unit}, low {forecast['low']}{unit}."
+    )
+
+
+def _comparison(difference: str, walk: Any, zh: bool) -> str:
+    first, second = walk.compared_forecasts()
+    unit = UNIT.get(first.get("unit", "celsius"), "°")
+    delta = float(difference)
+    size = f"{abs(delta):g}{unit}"
+    a = (first.get("city_zh") or first["city"]) if zh else first["city"]
+    b = (second.get("city_zh") or second["city"]) if zh else second["city"]
+    if delta == 0:
+        return f"{a}和{b}的最高气温相同（{first['high']}{unit}）。" if zh else f"{a} and {b} have the same high ({first['high']}{unit})."
+    warmer, colder = (a, b) if delta > 0 else (b, a)
+    highs = f"{first['high']}{unit} vs {second['high']}{unit}"
+    if zh:
+        return f"温差：{warmer}比{colder}暖 {size}（最高气温 {highs}）。"
+    return f"Difference: {warmer} is {size} warmer than {colder} (highs {highs})."

@@ -1,0 +1,182 @@
+"""Read what a user asks for, in English or Chinese, as an ordered list of intents (no model involved)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from tools.weather import find_cities
+
+CJK = re.compile(r"[\u4e00-\u9fff]")
+ISO_DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
+FILE_NAME = r"[`'\"“”‘’]?([\w\-./]*\w\.[A-Za-z0-9]{1,8})[`'\"“”‘’]?"
+QUOTED = re.compile(r"[\"“「『]([^\"”」』]+)[\"”」』]|'([^']+)'")
+
+WORD_OPERATORS = [
+    (r"\bmultiplied by\b|\btimes\b|乘以|乘|×|\bx\b(?=\s*\d)", "*"),
+    (r"\bdivided by\b|\bover\b|除以|÷", "/"),
+    (r"\bplus\b|\badd\b|加上|加", "+"),
+    (r"\bminus\b|减去|减|−", "-"),
+    (r"\bto the power of\b|\bpower\b|的(?=\d)次方|\^", "**"),
+    (r"\bsquared\b|的平方", "**2"),
+    (r"\bcubed\b|的立方", "**3"),
+    (r"（", "("),
+    (r"）", ")"),
+]
+EXPRESSION = re.compile(r"[\d.()\s+\-*/%]*\d[\d.()\s+\-*/%]*")
+
+WEATHER_WORDS = re.compile(
+    r"weather|temperature|forecast|degrees|warm|cold|hot|cool|rain|sunny|天气|气温|温度|温差|冷|热|暖"
+)
+COMPARE_WORDS = re.compile(
+    r"difference|differ|warmer|colder|hotter|cooler|compare|温差|相差|差多少|差几度|哪个|更暖|更热|更冷"
+)
+TIME_WORDS = re.compile(
+    r"\bwhat time\b|\bcurrent time\b|\btime is it\b|\bthe time\b|\bwhat date\b|\btoday'?s date\b"
+    r"|\bwhat day\b|\bdate today\b|\bthe date\b|几点|现在时间|当前时间|日期|几号|星期几"
+)
+LIST_WORDS = re.compile(r"\blist\b.*\bfiles?\b|\bwhat files\b|\bshow (?:me )?(?:the )?files\b|列出|有哪些文件|文件列表")
+WRITE_VERBS = r"(?:save|write|store|put|record|append)"
+READ_VERBS = r"(?:read|show|open|cat|display|print|view)"
+
+
+@dataclass(frozen=True)
+class Intent:
+    """One thing the user asked for; `position` orders independent intents as they were written."""
+
+    kind: str
+    position: int
+    args: dict = field(default_factory=dict)
+
+
+def is_chinese(text: str) -> bool:
+    return bool(CJK.search(text))
+
+
+def parse_request(text: str) -> list[Intent]:
+    """Every intent in the request, in the order it should run."""
+    lowered = text.lower()
+    intents = [
+        *_time_intent(lowered),
+        *_weather_intents(text, lowered),
+        *_arithmetic_intent(lowered),
+        *_list_intent(lowered),
+        *_read_intent(text, lowered),
+        *_write_intent(text, lowered),
+    ]
+    return sorted(intents, key=_run_order)
+
+
+def _run_order(intent: Intent) -> tuple[int, int]:
+    # A write with no explicit content saves the other results, so it runs last.
+    if intent.kind == "write" and intent.args.get("content") is None:
+        return (1, intent.position)
+    return (0, intent.position)
+
+
+def _time_intent(lowered: str) -> list[Intent]:
+    match = TIME_WORDS.search(lowered)
+    return [Intent("time", match.start())] if match else []
+
+
+def _weather_intents(text: str, lowered: str) -> list[Intent]:
+    cities = _mentioned_places(text)
+    wants_weather = WEATHER_WORDS.search(lowered)
+    intents = []
+    if cities and wants_weather:
+        unit = "fahrenheit" if re.search(r"fahrenheit|°f|\bin f\b|华氏", lowered) else "celsius"
+        date = _weather_date(lowered)
+        intents.append(
+            Intent("weather", wants_weather.start(), {"cities": cities, "unit": unit, "date": date})
+        )
+    compare = COMPARE_WORDS.search(lowered)
+    if compare and (wants_weather or "温差" in text):
+        position = max(compare.start(), intents[0].position + 1 if intents else 0)
+        intents.append(Intent("compare", position, {"cities": cities}))
+    return intents
+
+
+def _mentioned_places(text: str) -> list[str]:
+    """Known cities, plus capitalised places the dataset lacks (so the tool can say it is unknown)."""
+    known = find_cities(text)
+    unknown = [
+        name
+        for name in re.findall(r"\b(?:in|for|at|and)\s+([A-Z][a-z][\w-]*(?: [A-Z][a-z][\w-]*)?)", text)
+        if not find_cities(name) and name not in {"Celsius", "Fahrenheit"}
+    ]
+    ordered = sorted(known + unknown, key=lambda name: _first_index(text, name))
+    return list(dict.fromkeys(ordered))
+
+
+def _first_index(text: str, name: str) -> int:
+    index = text.find(name)
+    return index if index >= 0 else len(text)
+
+
+def _weather_date(lowered: str) -> str:
+    iso = ISO_DATE.search(lowered)
+    if iso:
+        return iso.group(0)
+    return "tomorrow" if re.search(r"tomorrow|明天", lowered) else "today"
+
+
+def to_expression(lowered: str) -> str:
+    """Spell-out operators in English or Chinese become symbols: '3 加 5 乘以 2' -> '3 + 5 * 2'."""
+    text = ISO_DATE.sub(" ", lowered)
+    for pattern, symbol in WORD_OPERATORS:
+        text = re.sub(pattern, f" {symbol} ", text)
+    return text
+
+
+def _arithmetic_intent(lowered: str) -> list[Intent]:
+    converted = to_expression(lowered)
+    for match in EXPRESSION.finditer(converted):
+        candidate = re.sub(r"\s+", " ", match.group(0)).strip(" .")
+        candidate = candidate.strip()
+        numbers = re.findall(r"\d+(?:\.\d+)?", candidate)
+        has_operator = re.search(r"\d\s*[)]*\s*(\*\*|[+\-*/%])\s*[(]*\s*-?\d", candidate)
+        if len(numbers) >= 2 and has_operator:
+            position = lowered.find(numbers[0])
+            return [Intent("calculate", max(position, 0), {"expression": candidate})]
+    return []
+
+
+def _list_intent(lowered: str) -> list[Intent]:
+    match = LIST_WORDS.search(lowered)
+    return [Intent("list", match.start())] if match else []
+
+
+def _read_intent(text: str, lowered: str) -> list[Intent]:
+    english = re.search(rf"\b{READ_VERBS}\b[^.?!]*?{FILE_NAME}", lowered)
+    chinese = re.search(rf"(?:读取|读一下|读|查看|打开|显示|看看)\s*(?:文件)?\s*{FILE_NAME}", text)
+    match = english or chinese
+    if not match or _is_write_target(lowered, match.group(1)):
+        return []
+    return [Intent("read", match.start(), {"path": _original_case(text, match.group(1))})]
+
+
+def _write_intent(text: str, lowered: str) -> list[Intent]:
+    english = re.search(
+        rf"\b{WRITE_VERBS}\b.*?\b(?:to|into|in|as)\s+(?:a\s+|the\s+)?(?:file\s+)?"
+        rf"(?:called\s+|named\s+)?{FILE_NAME}",
+        lowered,
+    )
+    chinese = re.search(rf"(?:写入|写到|保存到|保存为|存到|存入|记录到)\s*(?:文件)?\s*{FILE_NAME}", text)
+    match = english or chinese
+    if not match:
+        return []
+    path = _original_case(text, match.group(1))
+    quoted = QUOTED.search(text)
+    content = next(g for g in quoted.groups() if g is not None) if quoted else None
+    if content is not None and content.strip() == path:
+        content = None
+    return [Intent("write", match.start(), {"path": path, "content": content})]
+
+
+def _is_write_target(lowered: str, path: str) -> bool:
+    return bool(re.search(rf"\b{WRITE_VERBS}\b.*{re.escape(path)}", lowered))
+
+
+def _original_case(text: str, lowered_fragment: str) -> str:
+    index = text.lower().find(lowered_fragment)
+    return text[index : index + len(lowered_fragment)] if index >= 0 else lowered_fragment

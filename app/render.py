@@ -1,0 +1,181 @@
+"""Show a turn's stream: live tokens, tool cards, retry lines, a failure panel — or JSON lines for scripts."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Protocol
+
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from rich.console import Console
+from rich.markup import escape
+from rich.panel import Panel
+from rich.text import Text
+
+ANSWER_NODES = {"agent", "finalize", "failure_handler"}
+CARD_RESULT_CHARS = 600
+
+
+class Renderer(Protocol):
+    def event(self, mode: str, payload: Any) -> None: ...
+    def notice(self, text: str) -> None: ...
+    def turn_end(self, summary: dict) -> None: ...
+    def partial_answer(self) -> str: ...
+
+
+def message_dict(message: BaseMessage) -> dict:
+    """A compact, JSON-safe view of a message for --jsonl and --stream updates."""
+    data: dict[str, Any] = {"type": message.type, "content": message.content}
+    for key in ("name", "tool_call_id", "status"):
+        if getattr(message, key, None):
+            data[key] = getattr(message, key)
+    if isinstance(message, AIMessage) and message.tool_calls:
+        data["tool_calls"] = [{"name": c["name"], "args": c["args"], "id": c["id"]}
+                              for c in message.tool_calls]
+    return data
+
+
+def update_dict(update: Any) -> Any:
+    if not isinstance(update, dict):
+        return update
+    return {key: [message_dict(m) for m in value] if key == "messages" else value
+            for key, value in update.items()}
+
+
+class ConsoleRenderer:
+    """Answers on stdout; tool cards, retries and progress on stderr (`out` and `err` consoles)."""
+
+    def __init__(self, out: Console, err: Console, *, show_updates: bool = False,
+                 debug: bool = False) -> None:
+        self.out, self.err = out, err
+        self.show_updates, self.debug = show_updates, debug
+        self._calls: dict[str, dict] = {}
+        self._streamed: set[str] = set()
+        self._partial: list[str] = []
+        self._line_open = False
+
+    def event(self, mode: str, payload: Any) -> None:
+        if mode == "messages":
+            self._token(*payload)
+        elif mode == "custom":
+            self._custom(payload)
+        elif mode == "updates":
+            for node, update in payload.items():
+                self._node_update(node, update)
+
+    def notice(self, text: str) -> None:
+        self._close_line()
+        self.err.print(f"[dim]{escape(text)}[/dim]")
+
+    def partial_answer(self) -> str:
+        return "".join(self._partial)
+
+    def turn_end(self, summary: dict) -> None:
+        self._close_line()
+        if summary["status"] not in {"answered", "failed"}:
+            self.err.print(f"[yellow]turn ended: {summary['status']}[/yellow]")
+
+    def _token(self, chunk: Any, metadata: dict) -> None:
+        if not isinstance(chunk, AIMessageChunk) or not isinstance(chunk.content, str):
+            return
+        if metadata.get("langgraph_node") not in ANSWER_NODES or not chunk.content:
+            return
+        if chunk.id:
+            self._streamed.add(chunk.id)
+        self._partial.append(chunk.content)
+        self.out.print(chunk.content, end="", markup=False, highlight=False, soft_wrap=True)
+        self._line_open = True
+
+    def _custom(self, event: dict) -> None:
+        kind = event.get("type")
+        if kind == "tool_call":
+            self._calls[event["id"]] = event
+        elif kind == "tool_result":
+            self._tool_card(event)
+        elif kind == "retry":
+            self._close_line()
+            wait = f" in {event['wait']:.2f}s" if event["wait"] else ""
+            self.err.print(
+                f"[yellow]↻ retry {event['attempt']}/{event['max_attempts']}{wait}[/yellow] "
+                f"[dim]({event['kind']}) {escape(str(event['reason'])[:300])}[/dim]"
+            )
+        elif kind == "error" and self.debug:
+            self.err.print(Text(event["traceback"], style="red"))
+
+    def _tool_card(self, event: dict) -> None:
+        self._close_line()
+        call = self._calls.get(event["id"], {})
+        args = json.dumps(call.get("args", {}), ensure_ascii=False)
+        ok = event["status"] == "success"
+        content = str(event["content"])
+        if len(content) > CARD_RESULT_CHARS:
+            content = content[:CARD_RESULT_CHARS] + " …"
+        body = Text()
+        body.append("args   ", style="dim")
+        body.append(args + "\n")
+        body.append("result " if ok else "error  ", style="dim" if ok else "red")
+        body.append(content, style=None if ok else "red")
+        title = f"{'🔧' if ok else '✗'} {event['name']}  [dim]{event['duration_ms']} ms[/dim]"
+        self.err.print(Panel(body, title=title, title_align="left",
+                             border_style="cyan" if ok else "red", expand=False))
+
+    def _node_update(self, node: str, update: Any) -> None:
+        if self.show_updates:
+            self._close_line()
+            self.err.print(f"[bold magenta]── {escape(node)}[/bold magenta]")
+            self.err.print_json(json.dumps(update_dict(update), ensure_ascii=False, default=str))
+        if not isinstance(update, dict):
+            return
+        for message in update.get("messages", []):
+            if isinstance(message, AIMessage) and message.id not in self._streamed:
+                self._unstreamed_answer(node, message)
+
+    def _unstreamed_answer(self, node: str, message: AIMessage) -> None:
+        text = str(message.content).strip()
+        if not text:
+            return
+        self._close_line()
+        if node == "failure_handler":
+            self.err.print(Panel(escape(text), title="turn failed", border_style="red",
+                                 title_align="left"))
+        else:
+            self.out.print(text, markup=False, highlight=False)
+
+    def _close_line(self) -> None:
+        if self._line_open:
+            self.out.print()
+            self._line_open = False
+
+
+class JsonlRenderer:
+    """One JSON object per line on stdout: node, token, tool_call, tool_result, retry, error, final."""
+
+    def __init__(self, out: Console) -> None:
+        self.out = out
+        self._partial: list[str] = []
+
+    def _emit(self, event: dict) -> None:
+        self.out.file.write(json.dumps(event, ensure_ascii=False, default=str) + "\n")
+        self.out.file.flush()
+
+    def event(self, mode: str, payload: Any) -> None:
+        if mode == "messages":
+            chunk, metadata = payload
+            if isinstance(chunk, AIMessageChunk) and isinstance(chunk.content, str) and chunk.content:
+                self._partial.append(chunk.content)
+                self._emit({"event": "token", "node": metadata.get("langgraph_node"),
+                            "text": chunk.content})
+        elif mode == "custom":
+            event = dict(payload)
+            self._emit({"event": event.pop("type"), **event})
+        elif mode == "updates":
+            for node, update in payload.items():
+                self._emit({"event": "node", "node": node, "update": update_dict(update)})
+
+    def notice(self, text: str) -> None:
+        self._emit({"event": "notice", "text": text})
+
+    def partial_answer(self) -> str:
+        return "".join(self._partial)
+
+    def turn_end(self, summary: dict) -> None:
+        self._emit({"event": "final", **summary})

@@ -1,0 +1,34 @@
+"""build_graph: wiring only. It reads like the state machine diagram in ARCHITECTURE.md."""
+
+from __future__ import annotations
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+
+from graphs.nodes import agent, failure_handler, finalize, on_node_error, retry, tools
+from graphs.routing import route_after_agent, route_after_tools
+from graphs.state import AgentContext, AgentState
+
+
+def build_graph(checkpointer: BaseCheckpointSaver | None = None) -> CompiledStateGraph:
+    graph = StateGraph(AgentState, context_schema=AgentContext)
+    graph.set_node_defaults(error_handler=on_node_error)
+    graph.add_node("agent", agent)
+    graph.add_node("tools", tools)
+    graph.add_node("retry", retry)
+    graph.add_node("failure_handler", failure_handler)
+    graph.add_node("finalize", finalize)
+
+    graph.add_edge(START, "agent")
+    graph.add_conditional_edges("agent", route_after_agent)
+    graph.add_conditional_edges("tools", route_after_tools)
+    graph.add_edge("retry", "agent")
+    graph.add_edge("failure_handler", END)
+    graph.add_edge("finalize", END)
+    return graph.compile(checkpointer=checkpointer)
+
+
+def recursion_limit(context: AgentContext) -> int:
+    """A backstop far above any legal path: every model call may be followed by tools and a retry."""
+    return 4 * (context.max_iterations + context.max_retries) + 10

@@ -1,0 +1,81 @@
+"""Sort model-call exceptions into the kinds the graph routes on (transient, fatal, context overflow)."""
+
+from __future__ import annotations
+
+import json
+
+from graphs.state import LastError
+
+TRANSIENT_STATUS = {408, 409, 429}
+FATAL_ADVICE = {
+    400: "the endpoint rejected the request as invalid",
+    401: "the endpoint rejected the credentials; check OPENAI_API_KEY",
+    403: "the key is not allowed to use this model; check the key's permissions",
+    404: "the model or URL was not found; check --model and OPENAI_BASE_URL",
+}
+
+
+def classify_model_error(exc: BaseException) -> LastError:
+    """One place that decides whether a failed model call is worth retrying."""
+    status = _status_code(exc)
+    detail = _short(exc)
+    if _is_context_overflow(exc):
+        return _error("context_overflow", f"the conversation is too long for the model: {detail}")
+    if status is not None:
+        if status in TRANSIENT_STATUS or status >= 500:
+            return _error("model_transient", f"HTTP {status}: {detail}", _retry_after(exc))
+        advice = FATAL_ADVICE.get(status, "the endpoint refused the request")
+        return _error("model_fatal", f"HTTP {status}: {advice} ({detail})")
+    if _is_invalid_response(exc):
+        return _error("model_transient", f"invalid response from endpoint: {detail}")
+    if _is_network_error(exc):
+        return _error("model_transient", f"could not reach the model endpoint: {detail}")
+    return _error("model_fatal", f"the model call failed: {detail}")
+
+
+def _error(kind: str, message: str, retry_after: float | None = None) -> LastError:
+    return LastError(kind=kind, message=message, retry_after=retry_after)  # type: ignore[typeddict-item]
+
+
+def _short(exc: BaseException, limit: int = 300) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _status_code(exc: BaseException) -> int | None:
+    status = getattr(exc, "status_code", None)
+    return status if isinstance(status, int) else None
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None) or {}
+    value = headers.get("retry-after") if hasattr(headers, "get") else None
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _is_context_overflow(exc: BaseException) -> bool:
+    if type(exc).__name__ == "ContextOverflowError":
+        return True
+    code = getattr(exc, "code", None)
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        code = code or body.get("code") or (body.get("error") or {}).get("code")
+    return code == "context_length_exceeded" or "context_length_exceeded" in str(exc)
+
+
+def _is_invalid_response(exc: BaseException) -> bool:
+    return isinstance(exc, json.JSONDecodeError | IndexError)
+
+
+def _is_network_error(exc: BaseException) -> bool:
+    if isinstance(exc, TimeoutError | ConnectionError):
+        return True
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    return bool(
+        names
+        & {"APIConnectionError", "APITimeoutError", "TimeoutException", "TransportError"}
+    )

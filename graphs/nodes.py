@@ -1,0 +1,171 @@
+"""The graph's nodes: each takes (state, runtime) and returns a partial state update."""
+
+from __future__ import annotations
+
+import random
+import traceback
+from typing import Literal
+
+from langchain_core.messages import AIMessage, AnyMessage, SystemMessage
+from langgraph.errors import NodeError
+from langgraph.runtime import Runtime
+from langgraph.types import Command
+
+from graphs.messages import (
+    call_signature,
+    cancelled_results,
+    current_turn,
+    dangling_tool_calls,
+    new_message_id,
+)
+from graphs.model_errors import classify_model_error
+from graphs.routing import is_looping
+from graphs.state import AgentContext, AgentState, LastError
+from graphs.tool_calls import run_tool_calls
+
+MODEL_ERROR_KINDS = {"model_transient", "model_fatal", "context_overflow"}
+FINAL_ANSWER_INSTRUCTION = (
+    "You cannot call tools any more in this turn. Answer the user now from the results above, "
+    "and say plainly what is still missing."
+)
+
+
+def agent(state: AgentState, runtime: Runtime[AgentContext]) -> dict:
+    """Call the model once; classify a failure instead of raising it."""
+    context = runtime.context
+    model = context.model.bind_tools(context.tools) if context.tools else context.model
+    update: dict = {"iteration": state.get("iteration", 0) + 1}
+    try:
+        reply = model.invoke(model_input(state["messages"], context))
+    except Exception as exc:  # the model boundary: every failure is classified and routed
+        return update | {"last_error": classify_model_error(exc)}
+    reply = _with_id(reply)
+    update |= {"messages": [reply], "last_error": None}
+    if (state.get("last_error") or {}).get("kind") in MODEL_ERROR_KINDS:
+        update["retry_count"] = 0
+    if not (reply.tool_calls or reply.invalid_tool_calls):
+        update["status"] = "answered"
+    return update
+
+
+def tools(state: AgentState, runtime: Runtime[AgentContext]) -> dict:
+    """Run every call of the last AI message; any failed call makes this step a tool error."""
+    context = runtime.context
+    request = state["messages"][-1]
+    results = run_tool_calls(
+        request, context.tools_by_name, runtime.stream_writer, context.max_tool_result_chars
+    )
+    signatures = [call_signature(c["name"], c["args"]) for c in request.tool_calls]
+    update: dict = {
+        "messages": results,
+        "call_signatures": [*(state.get("call_signatures") or []), *signatures],
+    }
+    failures = [m for m in results if m.status == "error"]
+    if not failures:
+        return update | {"last_error": None, "retry_count": 0}
+    summary = "; ".join(f"{m.name}: {m.content}" for m in failures)
+    return update | {"last_error": LastError(kind="tool", message=summary, retry_after=None)}
+
+
+def retry(state: AgentState, runtime: Runtime[AgentContext]) -> dict:
+    """Count one more consecutive failure, wait (model errors only) and hand back to the agent."""
+    context = runtime.context
+    error = state["last_error"]
+    attempt = state.get("retry_count", 0) + 1
+    wait = 0.0 if error["kind"] == "tool" else backoff_delay(attempt, error, context)
+    runtime.stream_writer(
+        {"type": "retry", "attempt": attempt, "max_attempts": context.max_retries,
+         "wait": round(wait, 3), "kind": error["kind"], "reason": error["message"]}
+    )
+    if wait > 0:
+        context.sleep(wait)
+    return {"retry_count": attempt}
+
+
+def backoff_delay(attempt: int, error: LastError, context: AgentContext) -> float:
+    """Full-jitter exponential backoff, never shorter than the endpoint's Retry-After."""
+    ceiling = min(context.backoff_cap, context.backoff_base * 2 ** (attempt - 1))
+    delay = random.uniform(0, ceiling)
+    if error.get("retry_after") is not None:
+        delay = max(delay, float(error["retry_after"]))
+    return delay
+
+
+def failure_handler(state: AgentState, runtime: Runtime[AgentContext]) -> dict:
+    """End the turn with an answer that says what failed, how often it was tried, and what to do."""
+    error = state.get("last_error") or LastError(
+        kind="internal", message="the turn failed for an unknown reason", retry_after=None
+    )
+    closing = cancelled_results(dangling_tool_calls(state["messages"]), "the turn failed")
+    text = failure_text(error, state.get("retry_count", 0), runtime.context.max_retries)
+    reply = AIMessage(content=text, id=new_message_id("ai"))
+    return {"messages": [*closing, reply], "status": "failed"}
+
+
+def failure_text(error: LastError, attempts: int, max_retries: int) -> str:
+    tried = f"after {attempts + 1} attempts" if attempts else "on the first attempt"
+    advice = {
+        "model_transient": "Check that the model endpoint is up, then send your message again.",
+        "model_fatal": "Fix the model configuration (see `python -m app chat --help`), then "
+        "send your message again.",
+        "context_overflow": "Start a new thread (/new) or shorten the conversation.",
+        "tool": "Rephrase the request, or check the file names and values it uses.",
+        "internal": "This is a bug in Waypoint; the thread is intact and you can go on. "
+        "Run with --debug to see the traceback.",
+    }[error["kind"]]
+    what = {
+        "model_transient": "The model call kept failing",
+        "model_fatal": "The model call failed",
+        "context_overflow": "The conversation no longer fits the model's context",
+        "tool": "The tool calls kept failing",
+        "internal": "An internal error stopped this turn",
+    }[error["kind"]]
+    return f"{what} {tried} (retry budget {max_retries}): {error['message']}\n{advice}"
+
+
+def finalize(state: AgentState, runtime: Runtime[AgentContext]) -> dict:
+    """Budget spent or a loop detected: close open calls, then one last answer without tools."""
+    status = "loop_detected" if is_looping(state) else "max_iterations"
+    reason = "a repeated identical tool call" if status == "loop_detected" else "the step budget"
+    closing = cancelled_results(dangling_tool_calls(state["messages"]), f"stopped by {reason}")
+    messages = [*state["messages"], *closing]
+    try:
+        reply = runtime.context.model.invoke(
+            [*model_input(messages, runtime.context), SystemMessage(FINAL_ANSWER_INSTRUCTION)]
+        )
+        answer = AIMessage(content=reply.content, id=new_message_id("ai"))
+    except Exception:  # a last answer is best effort; the fallback below always works
+        answer = AIMessage(content=budget_text(messages, reason), id=new_message_id("ai"))
+    if not str(answer.content).strip():
+        answer = AIMessage(content=budget_text(messages, reason), id=new_message_id("ai"))
+    return {"messages": [*closing, answer], "status": status}
+
+
+def budget_text(messages: list[AnyMessage], reason: str) -> str:
+    done = [m for m in current_turn(messages) if m.type == "tool" and m.status != "error"]
+    steps = "\n".join(f"- {m.name}: {str(m.content)[:200]}" for m in done) or "- (nothing yet)"
+    return f"I stopped because of {reason}. What was done so far:\n{steps}"
+
+
+def on_node_error(
+    state: AgentState, error: NodeError, runtime: Runtime[AgentContext]
+) -> Command[Literal["failure_handler"]]:
+    """A bug inside a node: record it and let the failure handler end the turn cleanly."""
+    detail = "".join(traceback.format_exception(error.error)).strip()
+    runtime.stream_writer({"type": "error", "node": error.node, "traceback": detail})
+    message = f"{error.node}: {type(error.error).__name__}: {error.error}"
+    last = LastError(kind="internal", message=message, retry_after=None)
+    return Command(goto="failure_handler", update={"last_error": last})
+
+
+def model_input(messages: list[AnyMessage], context: AgentContext) -> list[AnyMessage]:
+    prompt = [SystemMessage(context.system_prompt)] if context.system_prompt else []
+    return [*prompt, *messages]
+
+
+def _with_id(reply: AIMessage) -> AIMessage:
+    if not isinstance(reply, AIMessage):
+        reply = AIMessage(content=str(getattr(reply, "content", reply)))
+    if not reply.id:
+        reply = reply.model_copy(update={"id": new_message_id("ai")})
+    return reply

@@ -1,0 +1,59 @@
+"""Routers: pure functions of the state (and the run's limits) that return the next node's name."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from langchain_core.messages import AIMessage
+from langgraph.graph import END
+from langgraph.runtime import Runtime
+
+from graphs.messages import call_signature
+from graphs.state import AgentContext, AgentState
+
+RETRYABLE_MODEL_ERRORS = {"model_transient"}
+LOOP_THRESHOLD = 3  # the same call a third time in one turn is a loop
+
+
+def route_after_agent(
+    state: AgentState, runtime: Runtime[AgentContext]
+) -> Literal["tools", "retry", "failure_handler", "finalize", "__end__"]:
+    error = state.get("last_error")
+    if error:
+        return _retry_or_fail(state, runtime, retryable=error["kind"] in RETRYABLE_MODEL_ERRORS)
+    reply = state["messages"][-1]
+    if not isinstance(reply, AIMessage) or not (reply.tool_calls or reply.invalid_tool_calls):
+        return END
+    if is_looping(state):
+        return "finalize"
+    return "tools"
+
+
+def route_after_tools(
+    state: AgentState, runtime: Runtime[AgentContext]
+) -> Literal["agent", "retry", "failure_handler", "finalize"]:
+    if state.get("last_error"):
+        return _retry_or_fail(state, runtime, retryable=True)
+    if state.get("iteration", 0) >= runtime.context.max_iterations:
+        return "finalize"
+    return "agent"
+
+
+def _retry_or_fail(
+    state: AgentState, runtime: Runtime[AgentContext], *, retryable: bool
+) -> Literal["retry", "failure_handler"]:
+    if retryable and state.get("retry_count", 0) < runtime.context.max_retries:
+        return "retry"
+    return "failure_handler"
+
+
+def is_looping(state: AgentState) -> bool:
+    """True when a proposed call was already made twice this turn with identical arguments."""
+    reply = state["messages"][-1]
+    if not isinstance(reply, AIMessage):
+        return False
+    seen = state.get("call_signatures") or []
+    return any(
+        seen.count(call_signature(c["name"], c["args"])) >= LOOP_THRESHOLD - 1
+        for c in reply.tool_calls
+    )

@@ -1,0 +1,75 @@
+"""Graph state (checkpointed, JSON-like) and run context (injected per run, never checkpointed)."""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Annotated, Literal, NotRequired, TypedDict
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AnyMessage
+from langchain_core.tools import BaseTool
+from langgraph.channels import DeltaChannel
+from langgraph.graph import add_messages
+
+ErrorKind = Literal["model_transient", "model_fatal", "tool", "context_overflow", "internal"]
+TurnStatus = Literal["answered", "failed", "max_iterations", "loop_detected", "cancelled"]
+
+
+class LastError(TypedDict):
+    """The failure the graph is currently handling."""
+
+    kind: ErrorKind
+    message: str
+    retry_after: float | None
+
+
+def merge_messages(current: list[AnyMessage], batches: Sequence[list[AnyMessage]]) -> list:
+    """DeltaChannel reducer: fold each write batch into the list with `add_messages` semantics."""
+    return functools.reduce(add_messages, batches, current)
+
+
+class AgentState(TypedDict):
+    """Checkpointed state of one thread. Counters are per turn and reset by the turn's input."""
+
+    messages: Annotated[list[AnyMessage], DeltaChannel(merge_messages)]
+    turn: NotRequired[int]
+    iteration: NotRequired[int]
+    retry_count: NotRequired[int]
+    last_error: NotRequired[LastError | None]
+    call_signatures: NotRequired[list[str]]
+    status: NotRequired[TurnStatus | None]
+
+
+@dataclass(frozen=True)
+class AgentContext:
+    """Run dependencies and limits, passed as `context=`; not part of the checkpoint."""
+
+    model: BaseChatModel
+    tools: Sequence[BaseTool] = ()
+    system_prompt: str = ""
+    max_iterations: int = 8
+    max_retries: int = 3
+    backoff_base: float = 0.5
+    backoff_cap: float = 8.0
+    max_tool_result_chars: int = 4000
+    sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
+
+    @functools.cached_property
+    def tools_by_name(self) -> dict[str, BaseTool]:
+        return {t.name: t for t in self.tools}
+
+
+def turn_input(message: AnyMessage, turn: int) -> dict:
+    """The input of a new user turn: the message plus every per-turn counter reset."""
+    return {
+        "messages": [message],
+        "turn": turn,
+        "iteration": 0,
+        "retry_count": 0,
+        "last_error": None,
+        "call_signatures": [],
+        "status": None,
+    }

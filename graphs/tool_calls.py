@@ -1,0 +1,110 @@
+"""Run the tool calls of one AI message: validate, execute concurrently, turn failures into ToolMessages."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextvars import copy_context
+from typing import Any
+
+from langchain_core.messages import AIMessage, ToolCall, ToolMessage
+from langchain_core.tools import BaseTool
+from pydantic import ValidationError
+
+from graphs.messages import new_message_id
+from tools.errors import ToolError
+
+StreamWriter = Callable[[dict[str, Any]], None]
+
+
+def run_tool_calls(
+    request: AIMessage,
+    tools_by_name: dict[str, BaseTool],
+    writer: StreamWriter,
+    max_result_chars: int,
+) -> list[ToolMessage]:
+    """Answer every call of the message, valid or not, in the order the model made them."""
+    invalid = [_answer_invalid_call(c, tools_by_name) for c in request.invalid_tool_calls]
+    calls = request.tool_calls
+    if len(calls) <= 1:
+        results = [_run_one(c, tools_by_name, writer, max_result_chars) for c in calls]
+    else:
+        # Each worker runs in a copy of this context: the stream writer needs the run's config.
+        with ThreadPoolExecutor(max_workers=min(8, len(calls))) as pool:
+            futures = [
+                pool.submit(copy_context().run, _run_one, c, tools_by_name, writer, max_result_chars)
+                for c in calls
+            ]
+            results = [f.result() for f in futures]
+    for message in invalid:
+        writer({"type": "tool_result", "id": message.tool_call_id, "name": message.name,
+                "status": "error", "content": message.content, "duration_ms": 0})
+    return results + invalid
+
+
+def _run_one(
+    call: ToolCall, tools_by_name: dict[str, BaseTool], writer: StreamWriter, limit: int
+) -> ToolMessage:
+    writer({"type": "tool_call", "id": call["id"], "name": call["name"], "args": call["args"]})
+    started = time.perf_counter()
+    status, content = _execute(call, tools_by_name)
+    content = truncate(content, limit)
+    duration_ms = round((time.perf_counter() - started) * 1000, 1)
+    writer({"type": "tool_result", "id": call["id"], "name": call["name"], "status": status,
+            "content": content, "duration_ms": duration_ms})
+    return ToolMessage(content=content, tool_call_id=call["id"], name=call["name"],
+                       status=status, id=new_message_id("tool"))
+
+
+def _execute(call: ToolCall, tools_by_name: dict[str, BaseTool]) -> tuple[str, str]:
+    tool = tools_by_name.get(call["name"])
+    if tool is None:
+        return "error", unknown_tool_message(call["name"], tools_by_name)
+    try:
+        return "success", _as_text(tool.invoke(call["args"]))
+    except ToolError as exc:
+        return "error", str(exc)
+    except ValidationError as exc:
+        return "error", invalid_arguments_message(call["name"], exc, tool)
+
+
+def _answer_invalid_call(call: dict, tools_by_name: dict[str, BaseTool]) -> ToolMessage:
+    name = call.get("name") or "unknown"
+    reason = call.get("error") or "the arguments are not valid JSON"
+    content = (
+        f"the call to '{name}' could not be parsed ({reason}); "
+        f"raw arguments: {str(call.get('args'))[:300]!r}. Send the call again with the "
+        f"arguments as one JSON object. Valid tools: {', '.join(sorted(tools_by_name))}."
+    )
+    return ToolMessage(content=content, tool_call_id=call.get("id") or new_message_id("call"),
+                       name=name, status="error", id=new_message_id("tool"))
+
+
+def unknown_tool_message(name: str, tools_by_name: dict[str, BaseTool]) -> str:
+    valid = ", ".join(sorted(tools_by_name)) or "(no tools are enabled)"
+    return f"there is no tool named '{name}'. Valid tools: {valid}."
+
+
+def invalid_arguments_message(name: str, exc: ValidationError, tool: BaseTool) -> str:
+    problems = "; ".join(
+        f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}"
+        for err in exc.errors()
+    )
+    expected = ", ".join(_describe_fields(tool))
+    return f"invalid arguments for {name}: {problems}. Expected arguments: {expected}."
+
+
+def _describe_fields(tool: BaseTool) -> Sequence[str]:
+    properties = tool.tool_call_schema.model_json_schema().get("properties", {})
+    return [f"{key} ({spec.get('type', 'any')})" for key, spec in properties.items()] or ["none"]
+
+
+def truncate(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}\n…[truncated: {len(text) - limit} more characters]"
+
+
+def _as_text(result: object) -> str:
+    return result if isinstance(result, str) else str(result)

@@ -1,0 +1,51 @@
+"""A scripted chat model for graph tests: a queue of replies or exceptions, and a log of every call."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from pydantic import Field
+
+
+class ScriptExhaustedError(BaseException):
+    """The graph called the model more often than the test scripted (a BaseException: not retried)."""
+
+
+class ScriptedChatModel(BaseChatModel):
+    script: list[Any] = Field(default_factory=list)
+    calls: list[list[BaseMessage]] = Field(default_factory=list)
+    bound: list[list[str]] = Field(default_factory=list)
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted"
+
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ScriptedChatModel:
+        self.bound.append([t.name for t in tools])
+        return self
+
+    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None,
+                  **kwargs: Any) -> ChatResult:
+        self.calls.append(list(messages))
+        if not self.script:
+            raise ScriptExhaustedError(f"model called {len(self.calls)} times; script ran dry")
+        item = self.script.pop(0)
+        if isinstance(item, BaseException):
+            raise item
+        message = AIMessage(content=item) if isinstance(item, str) else item
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+    def assert_done(self) -> None:
+        assert not self.script, f"{len(self.script)} scripted replies were never used"
+
+
+def call(name: str, args: dict, call_id: str = "c1") -> dict:
+    return {"name": name, "args": args, "id": call_id, "type": "tool_call"}
+
+
+def ai_calls(*calls: dict) -> AIMessage:
+    return AIMessage(content="", tool_calls=list(calls))

@@ -1,0 +1,17 @@
+"""The agent's tools, one module per family; `default_tools` is the registry the CLI uses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from langchain_core.tools import BaseTool
+
+
+def default_tools(workspace: Path) -> list[BaseTool]:
+    """Calculator, weather, workspace files and the clock, bound to this workspace directory."""
+    from tools.calculator import calculator
+    from tools.clock import current_time
+    from tools.files import Workspace, make_file_tools
+    from tools.weather import get_weather
+
+    return [calculator, get_weather, *make_file_tools(Workspace(workspace)), current_time]

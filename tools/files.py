@@ -1,0 +1,443 @@
+"""File tools confined to one workspace directory.
+
+Every path is walked component by component from a directory fd with O_NOFOLLOW, so symlinks,
+hard links, FIFOs, devices and oversized files are refused instead of followed, hung on or read.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import secrets
+import stat
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from langchain_core.tools import BaseTool, StructuredTool
+from pydantic import BaseModel, Field
+
+from tools.errors import ToolError, ToolInputError, ToolLimitError, ToolNotFoundError
+
+DEFAULT_MAX_READ_BYTES = 1_000_000
+DEFAULT_MAX_WRITE_BYTES = 1_000_000
+DEFAULT_MAX_LIST_ENTRIES = 500
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_NONBLOCK: opening a FIFO for reading must not wait for a writer.
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE_MODE = 0o600
+_DIR_MODE = 0o700
+_DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+EntryKind = Literal["file", "dir", "symlink", "other"]
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """Outcome of a successful write: normalised path, bytes written, whether the file was new."""
+
+    path: str
+    bytes_written: int
+    created: bool
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One directory entry. ``size`` is set for regular files only; symlinks are never followed."""
+
+    name: str
+    kind: EntryKind
+    size: int | None = None
+
+
+class Listing(list[Entry]):
+    """The (capped) entries of a directory, sorted by name; ``omitted`` counts entries left out."""
+
+    def __init__(self, entries: Iterable[Entry] = (), omitted: int = 0) -> None:
+        super().__init__(entries)
+        self.omitted = omitted
+
+
+class Workspace:
+    """A directory the file tools may read and write; nothing outside it is reachable."""
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        max_read_bytes: int = DEFAULT_MAX_READ_BYTES,
+        max_write_bytes: int = DEFAULT_MAX_WRITE_BYTES,
+        max_list_entries: int = DEFAULT_MAX_LIST_ENTRIES,
+    ) -> None:
+        self.root = Path(root)
+        self.root.mkdir(mode=_DIR_MODE, parents=True, exist_ok=True)
+        self.max_read_bytes = max_read_bytes
+        self.max_write_bytes = max_write_bytes
+        self.max_list_entries = max_list_entries
+
+    def read(self, path: str) -> str:
+        """Return the text of a regular, singly linked, UTF-8 file of at most max_read_bytes."""
+        parts = _split(path, allow_root=False)
+        shown = "/".join(parts)
+        with _os_errors_as_tool_errors(shown, "read"):
+            dir_fd = self._open_dir(parts[:-1])
+            try:
+                _refuse_special(dir_fd, parts[-1], shown, for_write=False)
+                fd = _open_final(dir_fd, parts[-1], shown)
+            finally:
+                os.close(dir_fd)
+            try:
+                st = os.fstat(fd)
+                _check_regular(st, shown, for_write=False)
+                if st.st_size > self.max_read_bytes:
+                    raise _too_big_to_read(shown, st.st_size, self.max_read_bytes)
+                data = _read_at_most(fd, self.max_read_bytes + 1)
+            finally:
+                os.close(fd)
+        if len(data) > self.max_read_bytes:  # the file grew after fstat
+            raise _too_big_to_read(shown, len(data), self.max_read_bytes)
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ToolInputError(
+                f"'{shown}' is a binary or non-UTF-8 file and cannot be read as text; "
+                "only UTF-8 text files can be read"
+            ) from None
+
+    def write(self, path: str, content: str) -> WriteResult:
+        """Create or atomically replace a file (mode 0o600), creating missing parent directories."""
+        parts = _split(path, allow_root=False)
+        shown = "/".join(parts)
+        try:
+            data = content.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ToolInputError(
+                "content contains characters that cannot be encoded as UTF-8 (lone surrogates); "
+                "remove them and try again"
+            ) from None
+        if len(data) > self.max_write_bytes:
+            raise ToolLimitError(
+                f"content is {len(data)} bytes, over the {self.max_write_bytes}-byte limit; "
+                "nothing was written; write a shorter text or split it across several files"
+            )
+        name = parts[-1]
+        with _os_errors_as_tool_errors(shown, "write"):
+            dir_fd = self._open_dir(parts[:-1], create=True)
+            try:
+                created = _refuse_special(dir_fd, name, shown, for_write=True)
+                _replace_atomically(dir_fd, name, data, shown)
+            finally:
+                os.close(dir_fd)
+        return WriteResult(path=shown, bytes_written=len(data), created=created)
+
+    def list(self, path: str = ".") -> Listing:
+        """Return the entries of a directory sorted by name, hidden ones included, capped."""
+        parts = _split(path, allow_root=True)
+        shown = "/".join(parts) or "."
+        with _os_errors_as_tool_errors(shown, "list"):
+            dir_fd = self._open_dir(parts)
+            try:
+                names = sorted(os.listdir(dir_fd))
+                kept = names[: self.max_list_entries]
+                entries = [_entry(dir_fd, name) for name in kept]
+            finally:
+                os.close(dir_fd)
+        return Listing(entries, omitted=len(names) - len(kept))
+
+    def _open_dir(self, parts: list[str], *, create: bool = False) -> int:
+        """Open the directory ``parts`` below the root without following any symlink."""
+        try:
+            fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            raise ToolError(
+                "the workspace directory no longer exists; tell the user, who must recreate it"
+            ) from None
+        try:
+            for depth, name in enumerate(parts):
+                shown = "/".join(parts[: depth + 1])
+                next_fd = _open_subdir(fd, name, shown, create=create)
+                os.close(fd)
+                fd = next_fd
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+
+def _split(path: str, *, allow_root: bool) -> list[str]:
+    """Validate a model-supplied path and return its components ('.' and empty ones dropped)."""
+    if not path or not path.strip():
+        raise ToolInputError(
+            "path is empty; give a path relative to the workspace root, e.g. 'notes/todo.txt'"
+        )
+    if "\x00" in path:
+        raise ToolInputError(
+            "path contains a NUL byte; give a plain path relative to the workspace root"
+        )
+    if path.startswith("/"):
+        raise ToolInputError(
+            f"path '{path}' is absolute; use a path relative to the workspace root"
+        )
+    parts = [part for part in path.split("/") if part not in ("", ".")]
+    if ".." in parts:
+        raise ToolInputError(
+            f"path '{path}' is outside the workspace; use a path relative to the workspace root"
+        )
+    if not parts and not allow_root:
+        raise ToolInputError(
+            f"path '{path}' is the workspace directory itself; give a file path such as "
+            "'notes.txt', or use list_files to see what is there"
+        )
+    return parts
+
+
+def _open_subdir(dir_fd: int, name: str, shown: str, *, create: bool) -> int:
+    try:
+        return _open_dir_entry(dir_fd, name, shown)
+    except ToolNotFoundError:
+        if not create:
+            raise
+    # If it appeared concurrently, the O_NOFOLLOW open below still vets whatever is there now.
+    with suppress(FileExistsError):
+        os.mkdir(name, _DIR_MODE, dir_fd=dir_fd)
+    return _open_dir_entry(dir_fd, name, shown)
+
+
+def _open_dir_entry(dir_fd: int, name: str, shown: str) -> int:
+    try:
+        return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+    except FileNotFoundError:
+        raise ToolNotFoundError(
+            f"directory '{shown}' does not exist; use list_files to see which files and "
+            "directories exist"
+        ) from None
+    except OSError as exc:
+        # With O_DIRECTORY|O_NOFOLLOW Linux reports a symlink as ENOTDIR, so look closer.
+        if exc.errno in (errno.ENOTDIR, errno.ELOOP):
+            raise _not_a_directory(dir_fd, name, shown) from None
+        raise
+
+
+def _open_final(dir_fd: int, name: str, shown: str) -> int:
+    try:
+        return os.open(name, _READ_FLAGS, dir_fd=dir_fd)
+    except FileNotFoundError:
+        raise ToolNotFoundError(
+            f"file '{shown}' does not exist; use list_files to see what is there"
+        ) from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _symlink_refused(shown) from None
+        raise
+
+
+def _refuse_special(dir_fd: int, name: str, shown: str, *, for_write: bool) -> bool:
+    """Refuse anything but a regular, singly linked file; return True if ``name`` is absent.
+
+    Checked with lstat before opening so devices are never opened; reads re-check with fstat.
+    """
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        if for_write:
+            return True
+        raise ToolNotFoundError(
+            f"file '{shown}' does not exist; use list_files to see what is there"
+        ) from None
+    _check_regular(st, shown, for_write=for_write)
+    return False
+
+
+def _check_regular(st: os.stat_result, shown: str, *, for_write: bool) -> None:
+    if stat.S_ISLNK(st.st_mode):
+        raise _symlink_refused(shown)
+    if stat.S_ISDIR(st.st_mode):
+        hint = "choose a file name inside it" if for_write else "use list_files to see its contents"
+        raise ToolInputError(f"'{shown}' is a directory, not a file; {hint}")
+    if not stat.S_ISREG(st.st_mode):
+        raise ToolInputError(
+            f"'{shown}' is a special file (FIFO, socket or device), not a regular file; "
+            "only regular files can be read or written"
+        )
+    if st.st_nlink != 1:
+        raise ToolInputError(
+            f"'{shown}' has {st.st_nlink} hard links and is refused because it may be shared "
+            "with a file outside the workspace; use a different file"
+        )
+
+
+def _replace_atomically(dir_fd: int, name: str, data: bytes, shown: str) -> None:
+    """Write ``data`` to a new temp file in the same directory, fsync, then rename over ``name``."""
+    temp = f".waypoint-{secrets.token_hex(8)}.tmp"
+    fd = os.open(temp, _TEMP_FLAGS, _FILE_MODE, dir_fd=dir_fd)
+    try:
+        try:
+            os.fchmod(fd, _FILE_MODE)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        # The target may have been swapped since the first check; rename would replace a
+        # symlink itself rather than follow it, but refuse anyway so behaviour is consistent.
+        _refuse_special(dir_fd, name, shown, for_write=True)
+        os.rename(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        with suppress(OSError):
+            os.unlink(temp, dir_fd=dir_fd)
+        raise
+    # Makes the rename durable; some filesystems refuse fsync on directories, and the data
+    # itself is already synced, so that failure is not worth reporting.
+    with suppress(OSError):
+        os.fsync(dir_fd)
+
+
+def _read_at_most(fd: int, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    remaining = limit
+    while remaining > 0:
+        chunk = os.read(fd, min(remaining, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
+
+
+def _entry(dir_fd: int, name: str) -> Entry:
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:  # removed while listing
+        return Entry(name=name, kind="other")
+    if stat.S_ISDIR(st.st_mode):
+        return Entry(name=name, kind="dir")
+    if stat.S_ISREG(st.st_mode):
+        return Entry(name=name, kind="file", size=st.st_size)
+    if stat.S_ISLNK(st.st_mode):
+        return Entry(name=name, kind="symlink")
+    return Entry(name=name, kind="other")
+
+
+def _not_a_directory(dir_fd: int, name: str, shown: str) -> ToolError:
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except OSError:
+        return ToolInputError(f"'{shown}' is not a directory; use list_files to see what is there")
+    if stat.S_ISLNK(st.st_mode):
+        return _symlink_refused(shown)
+    if stat.S_ISREG(st.st_mode):
+        return ToolInputError(
+            f"'{shown}' is a file, not a directory; use read_file to read it, or choose "
+            "another path"
+        )
+    return ToolInputError(f"'{shown}' is not a directory; use list_files to see what is there")
+
+
+def _symlink_refused(shown: str) -> ToolInputError:
+    return ToolInputError(
+        f"'{shown}' is or passes through a symbolic link, and symbolic links are not followed; "
+        "use a path to a regular file or directory inside the workspace"
+    )
+
+
+def _too_big_to_read(shown: str, size: int, limit: int) -> ToolLimitError:
+    return ToolLimitError(
+        f"'{shown}' is {size} bytes, over the {limit}-byte read limit; nothing was read; "
+        "ask the user for a smaller file or an excerpt"
+    )
+
+
+@contextmanager
+def _os_errors_as_tool_errors(shown: str, action: str) -> Iterator[None]:
+    """Turn OSErrors escaping a file operation into ToolErrors the model can act on."""
+    try:
+        yield
+    except OSError as exc:
+        raise _tool_error_for(exc, shown, action) from exc
+
+
+def _tool_error_for(exc: OSError, shown: str, action: str) -> ToolError:
+    code = exc.errno
+    if code in _DISK_FULL:
+        return ToolLimitError("the disk is full; nothing was written")
+    if code == errno.ELOOP:
+        return _symlink_refused(shown)
+    if code == errno.ENOENT:
+        return ToolNotFoundError(f"'{shown}' does not exist; use list_files to see what is there")
+    if code == errno.ENOTDIR:
+        return ToolInputError(
+            f"a component of '{shown}' is not a directory; use list_files to see what is there"
+        )
+    if code == errno.EISDIR:
+        return ToolInputError(f"'{shown}' is a directory, not a file; use list_files instead")
+    if code == errno.ENAMETOOLONG:
+        return ToolInputError(f"path '{shown}' is too long; use shorter names")
+    if code in (errno.EACCES, errno.EPERM):
+        return ToolInputError(f"permission denied for '{shown}'; use another path")
+    if code == errno.EROFS:
+        return ToolLimitError("the workspace is read-only; nothing was written")
+    reason = os.strerror(code) if code else str(exc)
+    return ToolError(f"could not {action} '{shown}': {reason}; try again or use another path")
+
+
+class ReadFileArgs(BaseModel):
+    path: str = Field(description="File path relative to the workspace root, e.g. 'notes/a.txt'.")
+
+
+class WriteFileArgs(BaseModel):
+    path: str = Field(description="File path relative to the workspace root, e.g. 'notes/a.txt'.")
+    content: str = Field(description="The complete new text of the file.")
+
+
+class ListFilesArgs(BaseModel):
+    path: str = Field(
+        default=".", description="Directory relative to the workspace root; '.' is the root."
+    )
+
+
+def format_listing(listing: Listing) -> str:
+    """Render a listing one entry per line, e.g. 'notes/  (dir)' or 'a.txt  12 bytes'."""
+    lines = [_format_entry(entry) for entry in listing]
+    if listing.omitted:
+        lines.append(f"... and {listing.omitted} more entries not shown")
+    return "\n".join(lines) if lines else "(empty)"
+
+
+def _format_entry(entry: Entry) -> str:
+    name = entry.name if entry.name.isprintable() else repr(entry.name)
+    if entry.kind == "dir":
+        return f"{name}/  (dir)"
+    if entry.kind == "file":
+        return f"{name}  {entry.size} bytes"
+    if entry.kind == "symlink":
+        return f"{name}  (symlink, not followed)"
+    return f"{name}  (special file)"
+
+
+def make_file_tools(workspace: Workspace) -> list[BaseTool]:
+    """Build the read_file, write_file and list_files tools bound to ``workspace``."""
+
+    def read_file(path: str) -> str:
+        """Read a UTF-8 text file from the workspace."""
+        return workspace.read(path)
+
+    def write_file(path: str, content: str) -> str:
+        """Write text to a file in the workspace (creates or replaces it)."""
+        result = workspace.write(path, content)
+        outcome = "created" if result.created else "replaced"
+        return f"wrote {result.bytes_written} bytes to {result.path} ({outcome})"
+
+    def list_files(path: str = ".") -> str:
+        """List the files and folders in a workspace directory."""
+        return format_listing(workspace.list(path))
+
+    return [
+        StructuredTool.from_function(read_file, args_schema=ReadFileArgs),
+        StructuredTool.from_function(write_file, args_schema=WriteFileArgs),
+        StructuredTool.from_function(list_files, args_schema=ListFilesArgs),
+    ]
