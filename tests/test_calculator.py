@@ -1,5 +1,6 @@
 """Calculator tool: exact arithmetic, result formatting, refusal of unsafe or oversized input."""
 
+import ast
 import builtins
 import math
 import re
@@ -14,6 +15,20 @@ from tools.errors import ToolError, ToolInputError, ToolLimitError
 
 def _fail_if_called(*args: object, **kwargs: object) -> None:
     raise AssertionError("must not be called")
+
+
+@pytest.fixture
+def parsed_sources(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Record what reaches ast.parse; a spy, not a tripwire, since pytest parses on failure too."""
+    sources: list[str] = []
+    real_parse = ast.parse
+
+    def spy(source: str, *args: object, **kwargs: object) -> ast.AST:
+        sources.append(source)
+        return real_parse(source, *args, **kwargs)
+
+    monkeypatch.setattr(calculator_module.ast, "parse", spy)
+    return sources
 
 
 @pytest.mark.parametrize(
@@ -156,12 +171,12 @@ def test_factorial_needs_a_non_negative_whole_number(expression: str) -> None:
         evaluate(expression)
 
 
-def test_overlong_input_is_refused_before_parsing(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_overlong_input_is_refused_before_parsing(parsed_sources: list[str]) -> None:
     expression = "1+" * 250 + "1"
     assert len(expression) == 501
-    monkeypatch.setattr(calculator_module.ast, "parse", _fail_if_called)
     with pytest.raises(ToolLimitError, match="501 characters long; the limit is 500"):
         evaluate(expression)
+    assert parsed_sources == []
 
 
 def test_input_at_the_length_limit_is_accepted() -> None:
@@ -169,10 +184,10 @@ def test_input_at_the_length_limit_is_accepted() -> None:
     assert evaluate(expression) == expression
 
 
-def test_deep_parentheses_are_refused_before_parsing(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(calculator_module.ast, "parse", _fail_if_called)
+def test_deep_parentheses_are_refused_before_parsing(parsed_sources: list[str]) -> None:
     with pytest.raises(ToolLimitError, match="parentheses 51 deep; the limit is 50"):
         evaluate("(" * 51 + "1" + ")" * 51)
+    assert parsed_sources == []
 
 
 def test_parentheses_at_the_depth_limit_are_accepted() -> None:

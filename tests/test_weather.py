@@ -364,12 +364,23 @@ def test_get_weather_tool_lets_tool_errors_propagate(payload: dict, error: type[
 def test_find_cities_prefers_the_longest_overlapping_name(monkeypatch: pytest.MonkeyPatch):
     import tools.weather as weather
 
+    # Fake cities whose names overlap "New York": one inside it, one sharing its start.
     real_names = weather.city_names
-    monkeypatch.setattr(weather, "city_names", lambda: [("York", "York"), *real_names()])
+    fakes = [("York", "York"), ("New", "New")]
+    monkeypatch.setattr(weather, "city_names", lambda: [*fakes, *real_names()])
     weather._mention_pattern.cache_clear()
     try:
         assert find_cities("New York or York?") == ["New York", "York"]
-        assert find_cities("new york") == ["New York"]
+        assert find_cities("new york, new") == ["New York", "New"]
     finally:
         monkeypatch.undo()
         weather._mention_pattern.cache_clear()
+
+
+def test_low_is_below_high_for_every_city_on_every_day_of_a_year():
+    # A full year reaches the rare days where the perturbed low would meet the high.
+    year = [datetime.date(2025, 1, 1) + datetime.timedelta(days=n) for n in range(365)]
+    for city in cities():
+        for day in year:
+            result = forecast(city.name, today=day)
+            assert result["low"] < result["high"], (city.name, day)

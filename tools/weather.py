@@ -153,7 +153,7 @@ def _surface_pattern(surface: str) -> str:
     body = r"[\s\-'’.]*".join(re.escape(w) for w in words)
     if _ACRONYM.fullmatch(folded):
         body = f"(?-i:{body})"
-    return rf"(?<![A-Za-z0-9]){body}(?![A-Za-z0-9])"
+    return body
 
 
 @functools.cache
@@ -187,7 +187,7 @@ def _resolve_date(date: str, today: datetime.date) -> datetime.date:
     if text == "today":
         day = today
     elif text == "tomorrow":
-        day = today
+        day = today + datetime.timedelta(days=1)
     else:
         try:
             if not _ISO_DATE.fullmatch(text):

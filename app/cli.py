@@ -1,0 +1,168 @@
+"""Typer commands. Thin: parse → Settings → service call → render → exit code."""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from app.config import Settings, load_settings
+from app.errors import AgentRunError, ExitStatus, UsageError
+
+app = typer.Typer(
+    help="Waypoint: a LangGraph agent for the terminal whose every step is a durable checkpoint.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+threads_app = typer.Typer(help="Inspect the threads stored in the database.", no_args_is_help=True)
+app.add_typer(threads_app, name="threads")
+
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
+state = {"debug": False}
+
+DbOption = Annotated[
+    Path | None, typer.Option("--db", help="SQLite checkpoint database [env APP_DB].")
+]
+ThreadOption = Annotated[str, typer.Option("--thread", "-t", help="Thread id, e.g. demo.")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+class StreamStyle(str, Enum):
+    tokens = "tokens"
+    updates = "updates"
+
+
+@app.callback()
+def main_options(
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of internal errors.")] = False,
+) -> None:
+    state["debug"] = debug
+
+
+@app.command()
+def chat(
+    thread: Annotated[
+        str | None, typer.Option("--thread", "-t", help="Thread id; a new one is made if omitted.")
+    ] = None,
+    message: Annotated[
+        str | None,
+        typer.Option("--message", "-m", help="Send one message and exit (stdin is used when piped)."),
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", help="offline | openai:<name> [env APP_MODEL].")
+    ] = None,
+    db: DbOption = None,
+    workspace: Annotated[
+        Path | None, typer.Option("--workspace", help="Directory the file tools may use.")
+    ] = None,
+    jsonl: Annotated[
+        bool, typer.Option("--jsonl", help="Print one JSON event per line on stdout.")
+    ] = False,
+    stream: Annotated[
+        StreamStyle,
+        typer.Option("--stream", help="tokens: live answer and tool cards; updates: every node's output."),
+    ] = StreamStyle.tokens,
+) -> None:
+    """Talk to the agent: an interactive REPL, or one message with -m / piped stdin."""
+    from app.chat import new_thread_id
+
+    settings = load_settings(model=model, db=db, workspace=workspace)
+    thread_id = thread or new_thread_id()
+    if message is None and not sys.stdin.isatty():
+        message = sys.stdin.buffer.read().decode("utf-8", "replace")
+    if message is not None:
+        raise typer.Exit(_one_shot(settings, thread_id, message, jsonl, stream, created=not thread))
+    from app.repl import run_repl
+
+    run_repl(settings, thread_id, out, err, show_updates=stream is StreamStyle.updates,
+             debug=state["debug"])
+
+
+def _one_shot(settings: Settings, thread_id: str, message: str, jsonl: bool, stream: StreamStyle,
+              *, created: bool) -> int:
+    from app.chat import ChatSession, TurnInterrupted, make_context
+    from app.render import ConsoleRenderer, JsonlRenderer
+    from app.store import open_checkpointer
+
+    renderer = (
+        JsonlRenderer(out) if jsonl
+        else ConsoleRenderer(out, err, show_updates=stream is StreamStyle.updates,
+                             debug=state["debug"])
+    )
+    with open_checkpointer(settings.db, settings.busy_timeout) as saver:
+        session = ChatSession(settings, saver, thread_id, make_context(settings))
+        if created and not jsonl:
+            err.print(f"[dim]thread {thread_id}[/dim]")
+        try:
+            result = session.run_turn(message, renderer)
+        except TurnInterrupted as exc:
+            err.print(f"[yellow]{exc}; what was shown is saved[/yellow]")
+            return ExitStatus.INTERRUPTED
+    if result.status == "failed":
+        raise AgentRunError(f"turn {result.turn} of thread {thread_id} failed")
+    return ExitStatus.OK
+
+
+@threads_app.command("list")
+def threads_list(db: DbOption = None, as_json: JsonOption = False) -> None:
+    """List threads, newest first: id, title, turns, checkpoints, last update."""
+    from app.store import open_checkpointer
+    from app.threads import list_threads
+
+    settings = load_settings(db=db)
+    with open_checkpointer(settings.db, settings.busy_timeout) as saver:
+        threads = list_threads(saver.conn)
+    if as_json:
+        out.print_json(json.dumps([t.as_dict() for t in threads], ensure_ascii=False))
+        return
+    out.print(threads_table(threads))
+
+
+def threads_table(threads: list) -> Table | str:
+    if not threads:
+        return "no threads yet; start one with: python -m app chat --thread demo"
+    table = Table("thread", "title", "turns", "checkpoints", "updated")
+    for t in threads:
+        table.add_row(t.thread_id, t.title[:50], str(t.turns), str(t.checkpoints), t.updated_at)
+    return table
+
+
+@app.command()
+def history(
+    thread: ThreadOption,
+    db: DbOption = None,
+    limit: Annotated[int | None, typer.Option("--limit", min=1, help="Show at most N turns.")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show a thread's turns, newest first: input, status, steps, counters, tools used."""
+    from app.store import open_checkpointer, validate_thread_id
+    from app.threads import thread_exists, turn_history
+    from graphs.builder import build_graph
+
+    settings = load_settings(db=db)
+    validate_thread_id(thread)
+    with open_checkpointer(settings.db, settings.busy_timeout) as saver:
+        if not thread_exists(saver.conn, thread):
+            raise UsageError(f"thread {thread} does not exist in {settings.db}; see `threads list`")
+        turns = turn_history(build_graph(saver), thread, limit)
+    if as_json:
+        out.print_json(json.dumps([t.as_dict() for t in turns], ensure_ascii=False))
+        return
+    out.print(history_table(thread, turns))
+
+
+def history_table(thread: str, turns: list) -> Table:
+    table = Table("turn", "input", "status", "steps", "iter", "retries", "tools", "checkpoint",
+                  title=f"thread {thread}")
+    for t in turns:
+        table.add_row(str(t.turn), t.preview[:40], t.status, str(t.steps), str(t.iteration),
+                      str(t.retry_count), ", ".join(t.tools) or "-", t.checkpoint_id[-12:])
+    return table

@@ -1,0 +1,121 @@
+"""Thread services over the checkpoint database: list threads (SQL only) and a thread's turn history."""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+
+from langchain_core.messages import AIMessage
+from langgraph.graph.state import CompiledStateGraph
+
+from app.errors import UsageError
+from graphs.messages import current_turn
+
+GREGORIAN_TO_UNIX_100NS = 0x01B21DD213814000
+
+
+@dataclass(frozen=True)
+class ThreadSummary:
+    thread_id: str
+    title: str
+    turns: int
+    checkpoints: int
+    updated_at: str
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class TurnSummary:
+    turn: int
+    preview: str
+    status: str
+    steps: int
+    iteration: int
+    retry_count: int
+    tools: list[str]
+    checkpoint_id: str
+    updated_at: str
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+LIST_THREADS_SQL = """
+SELECT thread_id,
+       COUNT(*) AS checkpoints,
+       MAX(checkpoint_id) AS last_checkpoint,
+       MAX(CAST(json_extract(CAST(metadata AS TEXT), '$.turn') AS INTEGER)) AS turns,
+       (SELECT json_extract(CAST(first.metadata AS TEXT), '$.preview') FROM checkpoints AS first
+         WHERE first.thread_id = c.thread_id AND first.checkpoint_ns = ''
+         ORDER BY first.checkpoint_id LIMIT 1) AS title
+FROM checkpoints AS c
+WHERE checkpoint_ns = ''
+GROUP BY thread_id
+ORDER BY last_checkpoint DESC
+"""
+
+
+def list_threads(connection: sqlite3.Connection) -> list[ThreadSummary]:
+    """Every thread, newest first, read from checkpoint metadata without deserialising state."""
+    rows = connection.execute(LIST_THREADS_SQL).fetchall()
+    return [
+        ThreadSummary(thread_id, title or "", turns or 0, checkpoints, checkpoint_time(last))
+        for thread_id, checkpoints, last, turns, title in rows
+    ]
+
+
+def checkpoint_time(checkpoint_id: str) -> str:
+    """LangGraph checkpoint ids are UUIDv6: their first 60 bits are the creation time."""
+    value = uuid.UUID(checkpoint_id).int >> 64
+    ticks = ((value >> 32) << 28) | (((value >> 16) & 0xFFFF) << 12) | (value & 0x0FFF)
+    seconds = (ticks - GREGORIAN_TO_UNIX_100NS) / 10_000_000
+    return datetime.fromtimestamp(seconds, UTC).astimezone().isoformat(timespec="seconds")
+
+
+def thread_exists(connection: sqlite3.Connection, thread_id: str) -> bool:
+    row = connection.execute(
+        "SELECT 1 FROM checkpoints WHERE thread_id = ? LIMIT 1", (thread_id,)
+    ).fetchone()
+    return row is not None
+
+
+def turn_history(graph: CompiledStateGraph, thread_id: str, limit: int | None = None) -> list[TurnSummary]:
+    """The thread's turns on the current branch, newest first, each summarised at its last checkpoint."""
+    config = {"configurable": {"thread_id": thread_id}}
+    by_turn: dict[int, list] = {}
+    for snapshot in graph.get_state_history(config):
+        turn = (snapshot.metadata or {}).get("turn")
+        if turn is None:
+            continue
+        by_turn.setdefault(turn, []).append(snapshot)
+    if not by_turn:
+        raise UsageError(f"thread {thread_id} has no checkpoints; list threads with `threads list`")
+    turns = sorted(by_turn, reverse=True)[:limit]
+    return [_summarise(turn, by_turn[turn]) for turn in turns]
+
+
+def _summarise(turn: int, snapshots: list) -> TurnSummary:
+    head = snapshots[0]
+    values = head.values
+    turn_messages = values.get("messages", [])
+    tools = [
+        call["name"]
+        for message in current_turn(turn_messages)
+        if isinstance(message, AIMessage)
+        for call in message.tool_calls
+    ]
+    return TurnSummary(
+        turn=turn,
+        preview=(head.metadata or {}).get("preview", ""),
+        status=values.get("status") or ("interrupted" if head.next else "answered"),
+        steps=len(snapshots),
+        iteration=values.get("iteration", 0),
+        retry_count=values.get("retry_count", 0),
+        tools=tools,
+        checkpoint_id=head.config["configurable"]["checkpoint_id"],
+        updated_at=checkpoint_time(head.config["configurable"]["checkpoint_id"]),
+    )
