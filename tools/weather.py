@@ -153,7 +153,7 @@ def _surface_pattern(surface: str) -> str:
     body = r"[\s\-'’.]*".join(re.escape(w) for w in words)
     if _ACRONYM.fullmatch(folded):
         body = f"(?-i:{body})"
-    return body
+    return rf"(?<![A-Za-z0-9]){body}(?![A-Za-z0-9])"
 
 
 @functools.cache
