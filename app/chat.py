@@ -19,6 +19,7 @@ from app.errors import UsageError
 from app.models import make_chat_model
 from app.render import Renderer
 from app.store import ThreadLock, validate_thread_id
+from app.threads import load_state
 from graphs.builder import build_graph, recursion_limit
 from graphs.messages import cancelled_results, dangling_tool_calls, new_message_id
 from graphs.state import AgentContext, turn_input
@@ -89,7 +90,7 @@ class ChatSession:
         return {"configurable": {"thread_id": self.thread_id}}
 
     def turns(self) -> int:
-        return self.graph.get_state(self.config).values.get("turn", 0)
+        return load_state(self.graph, self.thread_id).values.get("turn", 0)
 
     def run_turn(self, text: str, renderer: Renderer) -> TurnResult:
         text = clean_input(text, self.settings.max_input_chars)
@@ -118,14 +119,14 @@ class ChatSession:
             return result
 
     def _result(self, turn: int) -> TurnResult:
-        values = self.graph.get_state(self.config).values
+        values = load_state(self.graph, self.thread_id).values
         last = values["messages"][-1] if values.get("messages") else None
         answer = str(last.content) if isinstance(last, AIMessage) else ""
         return TurnResult(self.thread_id, turn, values.get("status") or "answered", answer)
 
     def _repair_interrupted(self, renderer: Renderer) -> None:
         """A run stopped by a crash or kill left pending steps: close them before the next turn."""
-        state = self.graph.get_state(self.config)
+        state = load_state(self.graph, self.thread_id)
         dangling = dangling_tool_calls(state.values.get("messages", []))
         if not state.next and not dangling:
             return

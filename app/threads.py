@@ -9,9 +9,11 @@ from datetime import UTC, datetime
 
 from langchain_core.messages import AIMessage
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import StateSnapshot
 
-from app.errors import UsageError
+from app.errors import ConfigError, UsageError
 from graphs.messages import current_turn
+from graphs.state import unreadable_reason
 
 GREGORIAN_TO_UNIX_100NS = 0x01B21DD213814000
 
@@ -76,6 +78,26 @@ def checkpoint_time(checkpoint_id: str) -> str:
     return datetime.fromtimestamp(seconds, UTC).astimezone().isoformat(timespec="seconds")
 
 
+def load_state(graph: CompiledStateGraph, thread_id: str) -> StateSnapshot:
+    """The thread's head state, or a clear error when a checkpoint cannot be trusted or decoded."""
+    config = {"configurable": {"thread_id": thread_id}}
+    try:
+        snapshot = graph.get_state(config)
+    except (ValueError, TypeError, KeyError, NotImplementedError) as exc:
+        raise unreadable(thread_id, "head", f"{type(exc).__name__}: {exc}") from exc
+    reason = unreadable_reason(snapshot.values)
+    if reason:
+        raise unreadable(thread_id, snapshot.config["configurable"].get("checkpoint_id"), reason)
+    return snapshot
+
+
+def unreadable(thread_id: str, checkpoint: str | None, reason: str) -> ConfigError:
+    return ConfigError(
+        f"checkpoint {checkpoint} of thread {thread_id} is unreadable ({reason[:200]}); it was "
+        "not loaded. Continue in another thread, or restore the database from a backup"
+    )
+
+
 def thread_exists(connection: sqlite3.Connection, thread_id: str) -> bool:
     row = connection.execute(
         "SELECT 1 FROM checkpoints WHERE thread_id = ? LIMIT 1", (thread_id,)
@@ -86,12 +108,15 @@ def thread_exists(connection: sqlite3.Connection, thread_id: str) -> bool:
 def turn_history(graph: CompiledStateGraph, thread_id: str, limit: int | None = None) -> list[TurnSummary]:
     """The thread's turns on the current branch, newest first, each summarised at its last checkpoint."""
     config = {"configurable": {"thread_id": thread_id}}
+    load_state(graph, thread_id)
     by_turn: dict[int, list] = {}
-    for snapshot in graph.get_state_history(config):
-        turn = (snapshot.metadata or {}).get("turn")
-        if turn is None:
-            continue
-        by_turn.setdefault(turn, []).append(snapshot)
+    try:
+        for snapshot in graph.get_state_history(config):
+            turn = (snapshot.metadata or {}).get("turn")
+            if turn is not None:
+                by_turn.setdefault(turn, []).append(snapshot)
+    except (ValueError, TypeError, KeyError, NotImplementedError) as exc:
+        raise unreadable(thread_id, "in history", f"{type(exc).__name__}: {exc}") from exc
     if not by_turn:
         raise UsageError(f"thread {thread_id} has no checkpoints; list threads with `threads list`")
     turns = sorted(by_turn, reverse=True)[:limit]

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, Literal, NotRequired, TypedDict
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AnyMessage
+from langchain_core.messages import AnyMessage, BaseMessage
 from langchain_core.tools import BaseTool
 from langgraph.channels import DeltaChannel
 from langgraph.graph import add_messages
@@ -60,6 +60,17 @@ class AgentContext:
     @functools.cached_property
     def tools_by_name(self) -> dict[str, BaseTool]:
         return {t.name: t for t in self.tools}
+
+
+def unreadable_reason(values: dict) -> str | None:
+    """Why a loaded state cannot be trusted (a blocked or tampered blob comes back as raw data)."""
+    messages = values.get("messages", [])
+    if not isinstance(messages, list) or not all(isinstance(m, BaseMessage) for m in messages):
+        return "its messages are not messages"
+    for key in ("turn", "iteration", "retry_count"):
+        if not isinstance(values.get(key, 0), int):
+            return f"its {key} is not a number"
+    return None
 
 
 def turn_input(message: AnyMessage, turn: int) -> dict:
