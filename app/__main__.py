@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -29,6 +30,12 @@ def main() -> None:
             raise
         err.print(f"[red]internal error:[/red] {type(exc).__name__}: {exc} (run with --debug)")
         code = ExitStatus.RUN_FAILED
+    if code == ExitStatus.INTERRUPTED:
+        # A tool thread may still be blocked in C code; the thread is already consistent on disk,
+        # so leave now instead of waiting for it.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(int(code))
     sys.exit(int(code or 0))
 
 

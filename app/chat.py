@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import queue
 import signal
+import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 from datetime import datetime
 
 from langchain_core.language_models import BaseChatModel
@@ -104,10 +107,7 @@ class ChatSession:
                 "recursion_limit": recursion_limit(self.context),
             }
             try:
-                for mode, payload in self.graph.stream(
-                    turn_input(message, turn), config, context=self.context,
-                    stream_mode=STREAM_MODES, durability="sync",
-                ):
+                for mode, payload in self._stream(turn_input(message, turn), config):
                     renderer.event(mode, payload)
             except KeyboardInterrupt:
                 with _sigint_ignored():
@@ -117,6 +117,40 @@ class ChatSession:
             renderer.turn_end({"thread_id": self.thread_id, "turn": turn, "status": result.status,
                                "answer": result.answer})
             return result
+
+    def _stream(self, graph_input: dict, config: dict) -> Iterator[tuple[str, Any]]:
+        """Run the graph in a worker thread so Ctrl-C reaches the user at once, even while a tool
+        blocks; on interrupt the worker stops at its next event and its step is never committed
+        as the head (the interrupted turn is closed by `_close_interrupted`)."""
+        events: queue.Queue = queue.Queue()
+        cancelled = threading.Event()
+
+        def produce() -> None:
+            try:
+                for item in self.graph.stream(graph_input, config, context=self.context,
+                                              stream_mode=STREAM_MODES, durability="sync"):
+                    if cancelled.is_set():
+                        return
+                    events.put(("event", item))
+            except BaseException as exc:  # handed to the consumer, which re-raises it
+                events.put(("error", exc))
+            else:
+                events.put(("done", None))
+
+        threading.Thread(target=produce, name=f"turn-{self.thread_id}", daemon=True).start()
+        try:
+            while True:
+                try:
+                    kind, item = events.get(timeout=0.2)
+                except queue.Empty:
+                    continue
+                if kind == "done":
+                    return
+                if kind == "error":
+                    raise item
+                yield item
+        finally:
+            cancelled.set()
 
     def _result(self, turn: int) -> TurnResult:
         values = load_state(self.graph, self.thread_id).values

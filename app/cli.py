@@ -88,7 +88,8 @@ def chat(
 
 def _one_shot(settings: Settings, thread_id: str, message: str, jsonl: bool, stream: StreamStyle,
               *, created: bool) -> int:
-    from app.chat import ChatSession, TurnInterrupted, make_context
+    from app import chat as chat_service
+    from app.chat import ChatSession, TurnInterrupted
     from app.render import ConsoleRenderer, JsonlRenderer
     from app.store import open_checkpointer
 
@@ -98,7 +99,7 @@ def _one_shot(settings: Settings, thread_id: str, message: str, jsonl: bool, str
                              debug=state["debug"])
     )
     with open_checkpointer(settings.db, settings.busy_timeout) as saver:
-        session = ChatSession(settings, saver, thread_id, make_context(settings))
+        session = ChatSession(settings, saver, thread_id, chat_service.make_context(settings))
         if created and not jsonl:
             err.print(f"[dim]thread {thread_id}[/dim]")
         try:

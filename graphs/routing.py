@@ -32,10 +32,12 @@ def route_after_agent(
 def route_after_tools(
     state: AgentState, runtime: Runtime[AgentContext]
 ) -> Literal["agent", "retry", "failure_handler", "finalize"]:
-    if state.get("last_error"):
-        return _retry_or_fail(state, runtime, retryable=True)
+    # Budget before errors: retry_count alone does not bound a turn (a model success after a model
+    # error resets it), so alternating model and tool failures would loop to the recursion limit.
     if state.get("iteration", 0) >= runtime.context.max_iterations:
         return "finalize"
+    if state.get("last_error"):
+        return _retry_or_fail(state, runtime, retryable=True)
     return "agent"
 
 

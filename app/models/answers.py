@@ -9,6 +9,17 @@ from app.models.facts import Fact
 from app.models.intents import Intent
 
 UNIT = {"celsius": "°C", "fahrenheit": "°F"}
+# The tools report in English; a Chinese answer translates the few words they use.
+CONDITION_ZH = {
+    "clear": "晴", "sunny": "晴", "partly cloudy": "多云", "cloudy": "多云", "overcast": "阴",
+    "fog": "雾", "hazy": "霾", "windy": "有风", "drizzle": "毛毛雨", "light rain": "小雨",
+    "rain": "雨", "showers": "阵雨", "heavy rain": "大雨", "thunderstorms": "雷阵雨",
+    "light snow": "小雪", "snow": "雪", "sleet": "雨夹雪",
+}
+WEEKDAY_ZH = {
+    "Monday": "星期一", "Tuesday": "星期二", "Wednesday": "星期三", "Thursday": "星期四",
+    "Friday": "星期五", "Saturday": "星期六", "Sunday": "星期日",
+}
 
 FALLBACK_EN = (
     "I'm running on Waypoint's offline planner, which is not a language model, so I can't answer "
@@ -110,11 +121,13 @@ def _succeeded(intent: Intent, call: dict, content: str, walk: Any, zh: bool) ->
     if intent.kind == "compare":
         return _comparison(content, walk, zh)
     if intent.kind == "calculate":
-        return f"{call['args']['expression']} = {content}"
+        result = f"{call['args']['expression']} = {content}"
+        return f"计算结果：{result}" if zh else result
     if intent.kind == "time":
         now = json.loads(content)
         if zh:
-            return f"现在是 {now['date']} {now['time']}（{now['weekday']}，{now['timezone']}）。"
+            weekday = WEEKDAY_ZH.get(now["weekday"], now["weekday"])
+            return f"现在是 {now['date']} {now['time']}（{weekday}，{now['timezone']}）。"
         return f"It is {now['time']} on {now['weekday']}, {now['date']} ({now['timezone']})."
     if intent.kind == "write":
         return f"已写入文件：{content}。" if zh else f"{content[:1].upper()}{content[1:]}."
@@ -129,8 +142,9 @@ def _weather(forecast: dict, zh: bool) -> str:
     unit = UNIT.get(forecast.get("unit", "celsius"), "°")
     if zh:
         city = forecast.get("city_zh") or forecast["city"]
+        condition = CONDITION_ZH.get(forecast["condition"], forecast["condition"])
         return (
-            f"{city} {forecast['date']}：{forecast['condition']}，最高 {forecast['high']}{unit}，"
+            f"{city} {forecast['date']}：{condition}，最高 {forecast['high']}{unit}，"
             f"最低 {forecast['low']}{unit}。"
         )
     return (

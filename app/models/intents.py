@@ -31,13 +31,31 @@ WEATHER_WORDS = re.compile(
 COMPARE_WORDS = re.compile(
     r"difference|differ|warmer|colder|hotter|cooler|compare|温差|相差|差多少|差几度|哪个|更暖|更热|更冷"
 )
+# Without a weather word, these ask to compare only as a follow-up to earlier forecasts.
+DIFFERENCE_WORDS = re.compile(r"difference|differ|compare|相差|差多少|差几度")
 TIME_WORDS = re.compile(
     r"\bwhat time\b|\bcurrent time\b|\btime is it\b|\bthe time\b|\bwhat date\b|\btoday'?s date\b"
     r"|\bwhat day\b|\bdate today\b|\bthe date\b|几点|现在时间|当前时间|日期|几号|星期几"
 )
-LIST_WORDS = re.compile(r"\blist\b.*\bfiles?\b|\bwhat files\b|\bshow (?:me )?(?:the )?files\b|列出|有哪些文件|文件列表")
+LIST_WORDS = re.compile(
+    r"\blist\b.*\bfiles?\b|\b(?:what|which) files\b|\bshow (?:me )?(?:the |my )?files\b"
+    r"|^\s*ls\s*$|\bwhat'?s in (?:the |my )?workspace\b"
+    r"|列出|哪些文件|什么文件|文件列表|工作区(?:里|中)?的?文件"
+)
 WRITE_VERBS = r"(?:save|write|store|put|record|append)"
+CHINESE_WRITE_VERBS = r"(?:写入|写到|保存到|保存为|存到|存入|记录到)"
 READ_VERBS = r"(?:read|show|open|cat|display|print|view)"
+READ_QUESTIONS = (
+    rf"\bwhat(?:'s| is| does)(?: written)? in(?: the file)? {FILE_NAME}|\bcontents? of {FILE_NAME}"
+)
+# "write it / that / the results to x.txt" refers to results, not to literal text to write.
+REFERENCE = re.compile(
+    r"(?:all (?:of )?)?(?:it|that|this|them|these|those|everything)(?: all)?"
+    r"|(?:(?:the|these|those|that|this|my|all the|all) )?"
+    r"(?:results?|answers?|output|outcome|difference|weather|forecasts?|summary|report|findings)"
+    r"(?: above)?"
+    r"|(?:这个|那个|这些|它|上面的|刚才的)?(?:结果|答案|内容|温差|天气)?"
+)
 
 
 @dataclass(frozen=True)
@@ -90,9 +108,14 @@ def _weather_intents(text: str, lowered: str) -> list[Intent]:
             Intent("weather", wants_weather.start(), {"cities": cities, "unit": unit, "date": date})
         )
     compare = COMPARE_WORDS.search(lowered)
-    if compare and (wants_weather or "温差" in text):
+    follow_up = (
+        not wants_weather and DIFFERENCE_WORDS.search(lowered) and not re.search(r"\d", text)
+    )
+    if compare and (wants_weather or follow_up):
         position = max(compare.start(), intents[0].position + 1 if intents else 0)
-        intents.append(Intent("compare", position, {"cities": cities}))
+        intents.append(
+            Intent("compare", position, {"cities": cities, "follow_up": bool(follow_up)})
+        )
     return intents
 
 
@@ -147,34 +170,46 @@ def _list_intent(lowered: str) -> list[Intent]:
 
 
 def _read_intent(text: str, lowered: str) -> list[Intent]:
-    english = re.search(rf"\b{READ_VERBS}\b[^.?!]*?{FILE_NAME}", lowered)
+    english = re.search(rf"\b{READ_VERBS}\b[^.?!]*?{FILE_NAME}|{READ_QUESTIONS}", lowered)
     chinese = re.search(rf"(?:读取|读一下|读|查看|打开|显示|看看)\s*(?:文件)?\s*{FILE_NAME}", text)
-    match = english or chinese
-    if not match or _is_write_target(lowered, match.group(1)):
+    asked = re.search(rf"{FILE_NAME}\s*(?:里|中|里面)?(?:写了什么|有什么|是什么|的内容)", text)
+    match = english or chinese or asked
+    if not match:
         return []
-    return [Intent("read", match.start(), {"path": _original_case(text, match.group(1))})]
+    # READ_QUESTIONS joins patterns with `|`, so the path is the first group that took part.
+    path = next(g for g in match.groups() if g is not None)
+    if _is_write_target(lowered, path):
+        return []
+    return [Intent("read", match.start(), {"path": _original_case(text, path)})]
 
 
 def _write_intent(text: str, lowered: str) -> list[Intent]:
     english = re.search(
-        rf"\b{WRITE_VERBS}\b.*?\b(?:to|into|in|as)\s+(?:a\s+|the\s+)?(?:file\s+)?"
+        rf"\b{WRITE_VERBS}\b(.*?)\b(?:to|into|in|as)\s+(?:a\s+|the\s+)?(?:file\s+)?"
         rf"(?:called\s+|named\s+)?{FILE_NAME}",
-        lowered,
+        text,
+        re.IGNORECASE,
     )
-    chinese = re.search(rf"(?:写入|写到|保存到|保存为|存到|存入|记录到)\s*(?:文件)?\s*{FILE_NAME}", text)
+    chinese = re.search(
+        rf"(?:(?:把|将)(.+?))?{CHINESE_WRITE_VERBS}\s*(?:文件)?\s*{FILE_NAME}", text
+    )
     match = english or chinese
     if not match:
         return []
-    path = _original_case(text, match.group(1))
+    path = match.group(2)
     quoted = QUOTED.search(text)
     content = next(g for g in quoted.groups() if g is not None) if quoted else None
     if content is not None and content.strip() == path:
         content = None
-    return [Intent("write", match.start(), {"path": path, "content": content})]
+    literal = (match.group(1) or "").strip(" ,:;'\"“”‘’")
+    if REFERENCE.fullmatch(literal.lower()):
+        literal = ""
+    return [Intent("write", match.start(), {"path": path, "content": content, "text": literal})]
 
 
 def _is_write_target(lowered: str, path: str) -> bool:
-    return bool(re.search(rf"\b{WRITE_VERBS}\b.*{re.escape(path)}", lowered))
+    verb = rf"(?:\b{WRITE_VERBS}\b|{CHINESE_WRITE_VERBS})"
+    return bool(re.search(rf"{verb}.*{re.escape(path)}", lowered))
 
 
 def _original_case(text: str, lowered_fragment: str) -> str:

@@ -100,6 +100,11 @@ class _Walk:
         self.executed = [m for m in turn if isinstance(m, AIMessage) and m.tool_calls]
         self.results = {m.tool_call_id: m for m in turn if isinstance(m, ToolMessage)}
         self.earlier_results = [m for m in earlier_messages if isinstance(m, ToolMessage)]
+        self.earlier_answer = next(
+            (str(m.content) for m in reversed(earlier_messages)
+             if isinstance(m, AIMessage) and not m.tool_calls and str(m.content).strip()),
+            "",
+        )
         self.outcomes: list[tuple[Intent, list[tuple[ToolCall, ToolMessage | None]]]] = []
         self.pending: list[ToolCall] = []
         self._walk()
@@ -109,7 +114,9 @@ class _Walk:
         for index, intent in enumerate(self.intents):
             calls = self._calls_for(intent, index)
             if not calls:
-                self.outcomes.append((intent, []))
+                # A bare "what's the difference?" with no forecasts to compare is not a step.
+                if not intent.args.get("follow_up"):
+                    self.outcomes.append((intent, []))
                 continue
             made = next(executed, None)
             if made is None:
@@ -177,7 +184,10 @@ def _tool_args(intent: Intent, walk: _Walk) -> list[dict] | None:
     if kind == "read":
         return [{"path": args["path"]}]
     if kind == "write":
-        content = args["content"] if args["content"] is not None else walk_summary(walk)
+        content = args["content"]
+        if content is None:
+            # This turn's results, else the literal text, else "save that": the previous answer.
+            content = walk_summary(walk) or args.get("text") or walk.earlier_answer
         return [{"path": args["path"], "content": content}] if content else None
     if kind == "compare":
         pair = compared_forecasts(walk)

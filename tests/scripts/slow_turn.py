@@ -1,4 +1,7 @@
-"""Run one turn whose tool blocks until killed: used to kill -9 a process in the middle of a turn."""
+"""`python -m app chat` whose one tool blocks for a while: lets tests kill or interrupt a real turn.
+
+Usage: slow_turn.py THREAD STARTED_MARKER SECONDS — the marker file appears when the tool starts.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +12,8 @@ from pathlib import Path
 
 from langchain_core.tools import tool
 
-from app.chat import ChatSession, make_context
-from app.config import load_settings
-from app.render import JsonlRenderer
-from app.store import open_checkpointer
-from rich.console import Console
+import app.chat
+from app.__main__ import main
 from tests.fakes import ScriptedChatModel, ai_calls, call
 
 thread_id, started_marker, seconds = sys.argv[1], Path(sys.argv[2]), float(sys.argv[3])
@@ -27,11 +27,13 @@ def slow_step(label: str) -> str:
     return f"finished {label}"
 
 
-settings = load_settings()
-model = ScriptedChatModel(script=[ai_calls(call("slow_step", {"label": "A"}, "slow-1")), "all done"])
-with open_checkpointer(settings.db) as saver:
-    context = make_context(settings, model)
-    context = dataclasses.replace(context, tools=[slow_step])
-    session = ChatSession(settings, saver, thread_id, context)
-    result = session.run_turn("please run the slow step", JsonlRenderer(Console()))
-    print("RESULT", result.status, result.answer)
+def slow_context(settings, model=None):  # type: ignore[no-untyped-def]
+    script = [ai_calls(call("slow_step", {"label": "A"}, "slow-1")), "all done"]
+    context = real_make_context(settings, ScriptedChatModel(script=script))
+    return dataclasses.replace(context, tools=[slow_step])
+
+
+real_make_context = app.chat.make_context
+app.chat.make_context = slow_context
+sys.argv = ["app", "chat", "--jsonl", "-t", thread_id, "-m", "please run the slow step"]
+main()

@@ -1,0 +1,138 @@
+"""The CLI as a user runs it: one-shot transcripts, --jsonl, --stream updates, listings and bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.conftest import REPO, run_cli
+
+
+def test_one_shot_answers_on_stdout_and_shows_tool_cards_on_stderr():
+    result = run_cli("chat", "--thread", "t1", "-m", "what is 6 times 7")
+    assert result.returncode == 0
+    assert result.stdout.decode() == "6 * 7 = 42\n"
+    stderr = result.stderr.decode()
+    assert "calculator" in stderr and '{"expression": "6 * 7"}' in stderr and "42" in stderr
+
+
+def test_without_thread_a_new_id_is_printed(isolated):
+    result = run_cli("chat", "-m", "what is 1 plus 1")
+    assert result.returncode == 0
+    assert "thread " in result.stderr.decode()
+    listing = json.loads(run_cli("threads", "list", "--json").stdout)
+    assert len(listing) == 1 and result.stderr.decode().split("thread ")[1].startswith(
+        listing[0]["thread_id"]
+    )
+
+
+def test_piped_stdin_is_the_message_and_bad_utf8_is_replaced():
+    result = run_cli("chat", "-t", "pipe", input=b"what is 2 plus 3 \xff\n")
+    assert result.returncode == 0, result.stderr.decode()
+    assert "2 + 3 = 5" in result.stdout.decode()
+    history = json.loads(run_cli("history", "-t", "pipe", "--json").stdout)
+    assert "\ufffd" in history[0]["preview"]
+
+
+def test_jsonl_prints_one_event_per_line_in_order():
+    result = run_cli("chat", "-t", "j", "--jsonl", "-m", "weather in Paris and Tokyo, which is warmer?")
+    assert result.returncode == 0
+    events = [json.loads(line) for line in result.stdout.decode().splitlines()]
+    kinds = [e["event"] for e in events]
+    assert kinds[-1] == "final"
+    assert events[-1]["status"] == "answered" and events[-1]["turn"] == 1
+    assert "Difference:" in events[-1]["answer"]
+    tool_calls = [e["name"] for e in events if e["event"] == "tool_call"]
+    assert sorted(tool_calls[:2]) == ["get_weather", "get_weather"]
+    assert tool_calls[2] == "calculator"
+    assert {"node", "token", "tool_result"} <= set(kinds)
+    nodes = [e["node"] for e in events if e["event"] == "node"]
+    assert nodes == ["agent", "tools", "agent", "tools", "agent"]
+    tokens = "".join(e["text"] for e in events if e["event"] == "token")
+    assert tokens == events[-1]["answer"]
+    assert result.stderr.decode() == ""
+
+
+def test_stream_updates_prints_every_node_output():
+    result = run_cli("chat", "-t", "u", "--stream", "updates", "-m", "what is 6 times 7")
+    assert result.returncode == 0
+    stderr = result.stderr.decode()
+    for node in ("── agent", "── tools"):
+        assert node in stderr
+    assert stderr.index("── agent") < stderr.index("── tools") < stderr.rindex("── agent")
+    assert '"iteration": 1' in stderr and '"call_signatures"' in stderr
+    assert result.stdout.decode() == "6 * 7 = 42\n"
+
+
+def test_threads_list_and_history_show_turns():
+    run_cli("chat", "-t", "alpha", "-m", "what is 1 plus 1")
+    run_cli("chat", "-t", "alpha", "-m", "my name is Ada")
+    run_cli("chat", "-t", "beta", "-m", "what time is it")
+    listing = json.loads(run_cli("threads", "list", "--json").stdout)
+    assert [t["thread_id"] for t in listing] == ["beta", "alpha"]
+    alpha = listing[1]
+    assert alpha["title"] == "what is 1 plus 1" and alpha["turns"] == 2
+    history = json.loads(run_cli("history", "-t", "alpha", "--json").stdout)
+    assert [h["turn"] for h in history] == [2, 1]
+    assert history[1]["tools"] == ["calculator"] and history[1]["status"] == "answered"
+    table = run_cli("history", "-t", "alpha").stdout.decode()
+    assert "my name is Ada" in table and "calculator" in table
+
+
+def test_bad_input_gets_a_clear_error_and_writes_nothing(isolated):
+    cases = [
+        (["chat", "-t", "bad id!", "-m", "hi"], 2, "invalid thread id"),
+        (["chat", "-t", "x" * 65, "-m", "hi"], 2, "invalid thread id"),
+        (["chat", "-t", "ok", "-m", "   "], 2, "the message is empty"),
+        (["chat", "-t", "ok", "-m", "a" * 100_001], 2, "the limit is 100,000"),
+        (["history", "-t", "missing"], 2, "thread missing does not exist"),
+        (["chat", "-t", "ok", "--model", "nonsense", "-m", "hi"], 3, "unknown model 'nonsense'"),
+    ]
+    for args, code, message in cases:
+        result = run_cli(*args)
+        assert result.returncode == code, (args, result.stderr.decode())
+        assert message in result.stderr.decode(), args
+        assert "Traceback" not in result.stderr.decode()
+    assert json.loads(run_cli("threads", "list", "--json").stdout) == []
+
+
+def test_unwritable_database_location_is_a_clear_error(isolated: Path):
+    blocker = isolated / "file"
+    blocker.write_text("x")
+    result = run_cli("chat", "-t", "t", "-m", "hi", "--db", str(blocker / "sub" / "db.sqlite"))
+    assert result.returncode == 3
+    assert "cannot create the database" in result.stderr.decode()
+
+
+def test_ctrl_c_in_one_shot_exits_130_and_the_thread_stays_usable(isolated: Path):
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    marker = isolated / "started"
+    process = subprocess.Popen(
+        [sys.executable, str(REPO / "tests" / "scripts" / "slow_turn.py"), "cc", str(marker), "60"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+        # A shell's background job starts with SIGINT ignored; a terminal user's process does not.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    deadline = time.monotonic() + 60
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr.decode()
+    assert "was interrupted" in stderr.decode() and "Traceback" not in stderr.decode()
+    after = run_cli("chat", "-t", "cc", "-m", "what is 2 plus 2")
+    assert after.returncode == 0, after.stderr.decode()
+    assert "2 + 2 = 4" in after.stdout.decode()
+    assert "interrupted" not in after.stderr.decode()  # the interrupted turn was already closed
+
+
+def test_help_lists_every_command():
+    result = run_cli("--help")
+    assert result.returncode == 0
+    for command in ("chat", "threads", "history"):
+        assert command in result.stdout.decode()
