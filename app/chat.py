@@ -9,8 +9,8 @@ import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 from datetime import datetime
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage
@@ -81,8 +81,9 @@ def make_context(settings: Settings, model: BaseChatModel | None = None) -> Agen
 class ChatSession:
     """Runs turns on one thread: every write holds the thread's lock and leaves a consistent head."""
 
-    def __init__(self, settings: Settings, saver: BaseCheckpointSaver, thread_id: str,
-                 context: AgentContext) -> None:
+    def __init__(
+        self, settings: Settings, saver: BaseCheckpointSaver, thread_id: str, context: AgentContext
+    ) -> None:
         self.settings = settings
         self.thread_id = validate_thread_id(thread_id)
         self.context = context
@@ -112,10 +113,18 @@ class ChatSession:
             except KeyboardInterrupt:
                 with _sigint_ignored():
                     self._close_interrupted(renderer.partial_answer())
-                raise TurnInterrupted(f"turn {turn} of thread {self.thread_id} was interrupted") from None
+                raise TurnInterrupted(
+                    f"turn {turn} of thread {self.thread_id} was interrupted"
+                ) from None
             result = self._result(turn)
-            renderer.turn_end({"thread_id": self.thread_id, "turn": turn, "status": result.status,
-                               "answer": result.answer})
+            renderer.turn_end(
+                {
+                    "thread_id": self.thread_id,
+                    "turn": turn,
+                    "status": result.status,
+                    "answer": result.answer,
+                }
+            )
             return result
 
     def _stream(self, graph_input: dict, config: dict) -> Iterator[tuple[str, Any]]:
@@ -127,8 +136,13 @@ class ChatSession:
 
         def produce() -> None:
             try:
-                for item in self.graph.stream(graph_input, config, context=self.context,
-                                              stream_mode=STREAM_MODES, durability="sync"):
+                for item in self.graph.stream(
+                    graph_input,
+                    config,
+                    context=self.context,
+                    stream_mode=STREAM_MODES,
+                    durability="sync",
+                ):
                     if cancelled.is_set():
                         return
                     events.put(("event", item))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -35,14 +35,16 @@ ThreadOption = Annotated[str, typer.Option("--thread", "-t", help="Thread id, e.
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
 
-class StreamStyle(str, Enum):
+class StreamStyle(StrEnum):
     tokens = "tokens"
     updates = "updates"
 
 
 @app.callback()
 def main_options(
-    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of internal errors.")] = False,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Show tracebacks of internal errors.")
+    ] = False,
 ) -> None:
     state["debug"] = debug
 
@@ -54,7 +56,9 @@ def chat(
     ] = None,
     message: Annotated[
         str | None,
-        typer.Option("--message", "-m", help="Send one message and exit (stdin is used when piped)."),
+        typer.Option(
+            "--message", "-m", help="Send one message and exit (stdin is used when piped)."
+        ),
     ] = None,
     model: Annotated[
         str | None, typer.Option("--model", help="offline | openai:<name> [env APP_MODEL].")
@@ -68,7 +72,9 @@ def chat(
     ] = False,
     stream: Annotated[
         StreamStyle,
-        typer.Option("--stream", help="tokens: live answer and tool cards; updates: every node's output."),
+        typer.Option(
+            "--stream", help="tokens: live answer and tool cards; updates: every node's output."
+        ),
     ] = StreamStyle.tokens,
 ) -> None:
     """Talk to the agent: an interactive REPL, or one message with -m / piped stdin."""
@@ -82,21 +88,36 @@ def chat(
         raise typer.Exit(_one_shot(settings, thread_id, message, jsonl, stream, created=not thread))
     from app.repl import run_repl
 
-    run_repl(settings, thread_id, out, err, show_updates=stream is StreamStyle.updates,
-             debug=state["debug"])
+    run_repl(
+        settings,
+        thread_id,
+        out,
+        err,
+        show_updates=stream is StreamStyle.updates,
+        debug=state["debug"],
+    )
 
 
-def _one_shot(settings: Settings, thread_id: str, message: str, jsonl: bool, stream: StreamStyle,
-              *, created: bool) -> int:
+def _one_shot(
+    settings: Settings,
+    thread_id: str,
+    message: str,
+    jsonl: bool,
+    stream: StreamStyle,
+    *,
+    created: bool,
+) -> int:
     from app import chat as chat_service
     from app.chat import ChatSession, TurnInterrupted
     from app.render import ConsoleRenderer, JsonlRenderer
     from app.store import open_checkpointer
 
     renderer = (
-        JsonlRenderer(out) if jsonl
-        else ConsoleRenderer(out, err, show_updates=stream is StreamStyle.updates,
-                             debug=state["debug"])
+        JsonlRenderer(out)
+        if jsonl
+        else ConsoleRenderer(
+            out, err, show_updates=stream is StreamStyle.updates, debug=state["debug"]
+        )
     )
     with open_checkpointer(settings.db, settings.busy_timeout) as saver:
         session = ChatSession(settings, saver, thread_id, chat_service.make_context(settings))
@@ -140,7 +161,9 @@ def threads_table(threads: list) -> Table | str:
 def history(
     thread: ThreadOption,
     db: DbOption = None,
-    limit: Annotated[int | None, typer.Option("--limit", min=1, help="Show at most N turns.")] = None,
+    limit: Annotated[
+        int | None, typer.Option("--limit", min=1, help="Show at most N turns.")
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Show a thread's turns, newest first: input, status, steps, counters, tools used."""
@@ -161,9 +184,26 @@ def history(
 
 
 def history_table(thread: str, turns: list) -> Table:
-    table = Table("turn", "input", "status", "steps", "iter", "retries", "tools", "checkpoint",
-                  title=f"thread {thread}")
+    table = Table(
+        "turn",
+        "input",
+        "status",
+        "steps",
+        "iter",
+        "retries",
+        "tools",
+        "checkpoint",
+        title=f"thread {thread}",
+    )
     for t in turns:
-        table.add_row(str(t.turn), t.preview[:40], t.status, str(t.steps), str(t.iteration),
-                      str(t.retry_count), ", ".join(t.tools) or "-", t.checkpoint_id[-12:])
+        table.add_row(
+            str(t.turn),
+            t.preview[:40],
+            t.status,
+            str(t.steps),
+            str(t.iteration),
+            str(t.retry_count),
+            ", ".join(t.tools) or "-",
+            t.checkpoint_id[-12:],
+        )
     return table

@@ -29,23 +29,27 @@ def message_dict(message: BaseMessage) -> dict:
         if getattr(message, key, None):
             data[key] = getattr(message, key)
     if isinstance(message, AIMessage) and message.tool_calls:
-        data["tool_calls"] = [{"name": c["name"], "args": c["args"], "id": c["id"]}
-                              for c in message.tool_calls]
+        data["tool_calls"] = [
+            {"name": c["name"], "args": c["args"], "id": c["id"]} for c in message.tool_calls
+        ]
     return data
 
 
 def update_dict(update: Any) -> Any:
     if not isinstance(update, dict):
         return update
-    return {key: [message_dict(m) for m in value] if key == "messages" else value
-            for key, value in update.items()}
+    return {
+        key: [message_dict(m) for m in value] if key == "messages" else value
+        for key, value in update.items()
+    }
 
 
 class ConsoleRenderer:
     """Answers on stdout; tool cards, retries and progress on stderr (`out` and `err` consoles)."""
 
-    def __init__(self, out: Console, err: Console, *, show_updates: bool = False,
-                 debug: bool = False) -> None:
+    def __init__(
+        self, out: Console, err: Console, *, show_updates: bool = False, debug: bool = False
+    ) -> None:
         self.out, self.err = out, err
         self.show_updates, self.debug = show_updates, debug
         self._calls: dict[str, dict] = {}
@@ -115,8 +119,15 @@ class ConsoleRenderer:
         body.append("result " if ok else "error  ", style="dim" if ok else "red")
         body.append(content, style=None if ok else "red")
         title = f"{'🔧' if ok else '✗'} {event['name']}  [dim]{event['duration_ms']} ms[/dim]"
-        self.err.print(Panel(body, title=title, title_align="left",
-                             border_style="cyan" if ok else "red", expand=False))
+        self.err.print(
+            Panel(
+                body,
+                title=title,
+                title_align="left",
+                border_style="cyan" if ok else "red",
+                expand=False,
+            )
+        )
 
     def _node_update(self, node: str, update: Any) -> None:
         if self.show_updates:
@@ -135,8 +146,9 @@ class ConsoleRenderer:
             return
         self._close_line()
         if node == "failure_handler":
-            self.err.print(Panel(escape(text), title="turn failed", border_style="red",
-                                 title_align="left"))
+            self.err.print(
+                Panel(escape(text), title="turn failed", border_style="red", title_align="left")
+            )
         else:
             self.out.print(text, markup=False, highlight=False)
 
@@ -160,10 +172,19 @@ class JsonlRenderer:
     def event(self, mode: str, payload: Any) -> None:
         if mode == "messages":
             chunk, metadata = payload
-            if isinstance(chunk, AIMessageChunk) and isinstance(chunk.content, str) and chunk.content:
+            if (
+                isinstance(chunk, AIMessageChunk)
+                and isinstance(chunk.content, str)
+                and chunk.content
+            ):
                 self._partial.append(chunk.content)
-                self._emit({"event": "token", "node": metadata.get("langgraph_node"),
-                            "text": chunk.content})
+                self._emit(
+                    {
+                        "event": "token",
+                        "node": metadata.get("langgraph_node"),
+                        "text": chunk.content,
+                    }
+                )
         elif mode == "custom":
             event = dict(payload)
             self._emit({"event": event.pop("type"), **event})

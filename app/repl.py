@@ -39,11 +39,19 @@ def _key_bindings() -> KeyBindings:
     return bindings
 
 
-def run_repl(settings: Settings, thread_id: str, out: Console, err: Console, *,
-             show_updates: bool = False, debug: bool = False) -> None:
+def run_repl(
+    settings: Settings,
+    thread_id: str,
+    out: Console,
+    err: Console,
+    *,
+    show_updates: bool = False,
+    debug: bool = False,
+) -> None:
     settings.chat_history_file.parent.mkdir(parents=True, exist_ok=True)
-    prompt = PromptSession(history=FileHistory(str(settings.chat_history_file)),
-                           key_bindings=_key_bindings())
+    prompt = PromptSession(
+        history=FileHistory(str(settings.chat_history_file)), key_bindings=_key_bindings()
+    )
     with open_checkpointer(settings.db, settings.busy_timeout) as saver:
         context = make_context(settings)
         session = ChatSession(settings, saver, thread_id, context)
@@ -75,13 +83,22 @@ def run_repl(settings: Settings, thread_id: str, out: Console, err: Console, *,
 def _banner(err: Console, session: ChatSession, settings: Settings) -> None:
     turns = session.turns()
     resumed = f"{turns} earlier turn(s)" if turns else "new thread"
-    err.print(f"[bold]Waypoint[/bold] · thread [cyan]{session.thread_id}[/cyan] ({resumed}) · "
-              f"db {settings.db}")
+    err.print(
+        f"[bold]Waypoint[/bold] · thread [cyan]{session.thread_id}[/cyan] ({resumed}) · "
+        f"db {settings.db}"
+    )
     err.print(f"[dim]model: {model_notice(settings.model_spec)} · /help for commands[/dim]")
 
 
-def _slash(command: str, session: ChatSession, settings: Settings, saver, context,  # type: ignore[no-untyped-def]
-           out: Console, err: Console) -> ChatSession:
+def _slash(
+    command: str,
+    session: ChatSession,
+    settings: Settings,
+    saver,
+    context,  # type: ignore[no-untyped-def]
+    out: Console,
+    err: Console,
+) -> ChatSession:
     from app.cli import history_table, threads_table
     from app.threads import list_threads, turn_history
 
@@ -90,7 +107,9 @@ def _slash(command: str, session: ChatSession, settings: Settings, saver, contex
         err.print(HELP.format(model=model_notice(settings.model_spec)), markup=False)
     elif name == "/history":
         try:
-            out.print(history_table(session.thread_id, turn_history(session.graph, session.thread_id)))
+            out.print(
+                history_table(session.thread_id, turn_history(session.graph, session.thread_id))
+            )
         except AppError as exc:
             err.print(str(exc))
     elif name == "/threads":

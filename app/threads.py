@@ -105,7 +105,9 @@ def thread_exists(connection: sqlite3.Connection, thread_id: str) -> bool:
     return row is not None
 
 
-def turn_history(graph: CompiledStateGraph, thread_id: str, limit: int | None = None) -> list[TurnSummary]:
+def turn_history(
+    graph: CompiledStateGraph, thread_id: str, limit: int | None = None
+) -> list[TurnSummary]:
     """The thread's turns on the current branch, newest first, each summarised at its last checkpoint."""
     config = {"configurable": {"thread_id": thread_id}}
     load_state(graph, thread_id)

@@ -76,6 +76,5 @@ def _is_network_error(exc: BaseException) -> bool:
         return True
     names = {cls.__name__ for cls in type(exc).__mro__}
     return bool(
-        names
-        & {"APIConnectionError", "APITimeoutError", "TimeoutException", "TransportError"}
+        names & {"APIConnectionError", "APITimeoutError", "TimeoutException", "TransportError"}
     )

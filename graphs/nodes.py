@@ -74,8 +74,14 @@ def retry(state: AgentState, runtime: Runtime[AgentContext]) -> dict:
     attempt = state.get("retry_count", 0) + 1
     wait = 0.0 if error["kind"] == "tool" else backoff_delay(attempt, error, context)
     runtime.stream_writer(
-        {"type": "retry", "attempt": attempt, "max_attempts": context.max_retries,
-         "wait": round(wait, 3), "kind": error["kind"], "reason": error["message"]}
+        {
+            "type": "retry",
+            "attempt": attempt,
+            "max_attempts": context.max_retries,
+            "wait": round(wait, 3),
+            "kind": error["kind"],
+            "reason": error["message"],
+        }
     )
     if wait > 0:
         context.sleep(wait)

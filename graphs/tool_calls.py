@@ -33,13 +33,23 @@ def run_tool_calls(
         # Each worker runs in a copy of this context: the stream writer needs the run's config.
         with ThreadPoolExecutor(max_workers=min(8, len(calls))) as pool:
             futures = [
-                pool.submit(copy_context().run, _run_one, c, tools_by_name, writer, max_result_chars)
+                pool.submit(
+                    copy_context().run, _run_one, c, tools_by_name, writer, max_result_chars
+                )
                 for c in calls
             ]
             results = [f.result() for f in futures]
     for message in invalid:
-        writer({"type": "tool_result", "id": message.tool_call_id, "name": message.name,
-                "status": "error", "content": message.content, "duration_ms": 0})
+        writer(
+            {
+                "type": "tool_result",
+                "id": message.tool_call_id,
+                "name": message.name,
+                "status": "error",
+                "content": message.content,
+                "duration_ms": 0,
+            }
+        )
     return results + invalid
 
 
@@ -51,10 +61,23 @@ def _run_one(
     status, content = _execute(call, tools_by_name)
     content = truncate(content, limit)
     duration_ms = round((time.perf_counter() - started) * 1000, 1)
-    writer({"type": "tool_result", "id": call["id"], "name": call["name"], "status": status,
-            "content": content, "duration_ms": duration_ms})
-    return ToolMessage(content=content, tool_call_id=call["id"], name=call["name"],
-                       status=status, id=new_message_id("tool"))
+    writer(
+        {
+            "type": "tool_result",
+            "id": call["id"],
+            "name": call["name"],
+            "status": status,
+            "content": content,
+            "duration_ms": duration_ms,
+        }
+    )
+    return ToolMessage(
+        content=content,
+        tool_call_id=call["id"],
+        name=call["name"],
+        status=status,
+        id=new_message_id("tool"),
+    )
 
 
 def _execute(call: ToolCall, tools_by_name: dict[str, BaseTool]) -> tuple[str, str]:
@@ -77,8 +100,13 @@ def _answer_invalid_call(call: dict, tools_by_name: dict[str, BaseTool]) -> Tool
         f"raw arguments: {str(call.get('args'))[:300]!r}. Send the call again with the "
         f"arguments as one JSON object. Valid tools: {', '.join(sorted(tools_by_name))}."
     )
-    return ToolMessage(content=content, tool_call_id=call.get("id") or new_message_id("call"),
-                       name=name, status="error", id=new_message_id("tool"))
+    return ToolMessage(
+        content=content,
+        tool_call_id=call.get("id") or new_message_id("call"),
+        name=name,
+        status="error",
+        id=new_message_id("tool"),
+    )
 
 
 def unknown_tool_message(name: str, tools_by_name: dict[str, BaseTool]) -> str:

@@ -28,7 +28,9 @@ def db_path(isolated: Path) -> Path:
     return isolated / "db" / "agent.sqlite"
 
 
-def run_cli(*args: str, input: bytes | None = None, timeout: float = 90) -> subprocess.CompletedProcess:
+def run_cli(
+    *args: str, input: bytes | None = None, timeout: float = 90
+) -> subprocess.CompletedProcess:
     """`python -m app ARGS` in a real subprocess, with the test's environment."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "200", "NO_COLOR": "1"}
     return subprocess.run(

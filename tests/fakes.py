@@ -28,8 +28,9 @@ class ScriptedChatModel(BaseChatModel):
         self.bound.append([t.name for t in tools])
         return self
 
-    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None,
-                  **kwargs: Any) -> ChatResult:
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
         self.calls.append(list(messages))
         if not self.script:
             raise ScriptExhaustedError(f"model called {len(self.calls)} times; script ran dry")

@@ -40,7 +40,9 @@ def test_piped_stdin_is_the_message_and_bad_utf8_is_replaced():
 
 
 def test_jsonl_prints_one_event_per_line_in_order():
-    result = run_cli("chat", "-t", "j", "--jsonl", "-m", "weather in Paris and Tokyo, which is warmer?")
+    result = run_cli(
+        "chat", "-t", "j", "--jsonl", "-m", "weather in Paris and Tokyo, which is warmer?"
+    )
     assert result.returncode == 0
     events = [json.loads(line) for line in result.stdout.decode().splitlines()]
     kinds = [e["event"] for e in events]
@@ -114,7 +116,9 @@ def test_ctrl_c_in_one_shot_exits_130_and_the_thread_stays_usable(isolated: Path
     marker = isolated / "started"
     process = subprocess.Popen(
         [sys.executable, str(REPO / "tests" / "scripts" / "slow_turn.py"), "cc", str(marker), "60"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
         # A shell's background job starts with SIGINT ignored; a terminal user's process does not.
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )

@@ -27,7 +27,9 @@ def start_slow_turn(thread: str, marker: Path, seconds: float) -> subprocess.Pop
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     process = subprocess.Popen(
         [sys.executable, str(SLOW_TURN), thread, str(marker), str(seconds)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
     )
     deadline = time.monotonic() + 60
     while not marker.exists():
@@ -95,7 +97,8 @@ def test_a_tampered_checkpoint_blob_does_not_execute_code(isolated: Path, db_pat
     with sqlite3.connect(db_path) as connection:
         changed = connection.execute(
             "UPDATE writes SET value = ?, type = 'msgpack' WHERE thread_id = 'victim' "
-            "AND channel = 'messages'", (evil,)
+            "AND channel = 'messages'",
+            (evil,),
         ).rowcount
     assert changed > 0
 

@@ -44,7 +44,7 @@ class CalculatorArgs(BaseModel):
 
 @tool(args_schema=CalculatorArgs)
 def calculator(expression: str) -> str:
-    """Evaluate an arithmetic expression (+ - * / // % ** ^, parentheses, factorial) and return the exact result."""  # noqa: E501
+    """Evaluate an arithmetic expression (+ - * / // % ** ^, parentheses, factorial) and return the exact result."""
     return evaluate(expression)
 
 

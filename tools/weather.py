@@ -279,5 +279,5 @@ class WeatherArgs(BaseModel):
 def get_weather(
     city: str, unit: Literal["celsius", "fahrenheit"] = "celsius", date: str = "today"
 ) -> str:
-    """Get the weather (high, low, condition) for one city today, tomorrow or on a date (YYYY-MM-DD)."""  # noqa: E501
+    """Get the weather (high, low, condition) for one city today, tomorrow or on a date (YYYY-MM-DD)."""
     return json.dumps(forecast(city, unit=unit, date=date), ensure_ascii=False)

@@ -7,7 +7,9 @@ from langchain_core.language_models import BaseChatModel
 from app.errors import ConfigError
 
 
-def make_chat_model(spec: str, *, timeout: float = 60.0, base_url: str | None = None) -> BaseChatModel:
+def make_chat_model(
+    spec: str, *, timeout: float = 60.0, base_url: str | None = None
+) -> BaseChatModel:
     """Build the chat model named by `spec`; unknown specs are a configuration error."""
     if spec == "offline":
         from app.models.offline import OfflineChatModel

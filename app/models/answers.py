@@ -11,14 +11,32 @@ from app.models.intents import Intent
 UNIT = {"celsius": "°C", "fahrenheit": "°F"}
 # The tools report in English; a Chinese answer translates the few words they use.
 CONDITION_ZH = {
-    "clear": "晴", "sunny": "晴", "partly cloudy": "多云", "cloudy": "多云", "overcast": "阴",
-    "fog": "雾", "hazy": "霾", "windy": "有风", "drizzle": "毛毛雨", "light rain": "小雨",
-    "rain": "雨", "showers": "阵雨", "heavy rain": "大雨", "thunderstorms": "雷阵雨",
-    "light snow": "小雪", "snow": "雪", "sleet": "雨夹雪",
+    "clear": "晴",
+    "sunny": "晴",
+    "partly cloudy": "多云",
+    "cloudy": "多云",
+    "overcast": "阴",
+    "fog": "雾",
+    "hazy": "霾",
+    "windy": "有风",
+    "drizzle": "毛毛雨",
+    "light rain": "小雨",
+    "rain": "雨",
+    "showers": "阵雨",
+    "heavy rain": "大雨",
+    "thunderstorms": "雷阵雨",
+    "light snow": "小雪",
+    "snow": "雪",
+    "sleet": "雨夹雪",
 }
 WEEKDAY_ZH = {
-    "Monday": "星期一", "Tuesday": "星期二", "Wednesday": "星期三", "Thursday": "星期四",
-    "Friday": "星期五", "Saturday": "星期六", "Sunday": "星期日",
+    "Monday": "星期一",
+    "Tuesday": "星期二",
+    "Wednesday": "星期三",
+    "Thursday": "星期四",
+    "Friday": "星期五",
+    "Saturday": "星期六",
+    "Sunday": "星期日",
 }
 
 FALLBACK_EN = (
@@ -69,7 +87,11 @@ def _acknowledge(fact: Fact, chinese: bool) -> str:
 
 def _recall(key: str, topic: str, fact: Fact | None, chinese: bool) -> str:
     if fact is None:
-        return "你还没有在这个会话里告诉过我。" if chinese else "You haven't told me that in this thread yet."
+        return (
+            "你还没有在这个会话里告诉过我。"
+            if chinese
+            else "You haven't told me that in this thread yet."
+        )
     if chinese:
         return {
             "name": f"你叫{fact.value}。",
@@ -103,10 +125,16 @@ def describe(intent: Intent, pairs: list, walk: Any) -> list[str]:
 
 def _skipped(intent: Intent, walk: Any, zh: bool) -> str:
     if intent.kind == "compare":
-        return "无法比较：需要两个城市的天气结果。" if zh else "I couldn't compare: that needs weather results for two cities."
+        return (
+            "无法比较：需要两个城市的天气结果。"
+            if zh
+            else "I couldn't compare: that needs weather results for two cities."
+        )
     if intent.kind == "write":
         return "没有可以写入的内容。" if zh else "There was nothing to write to the file."
-    return f"工具不可用：{intent.kind}" if zh else f"That tool is not available here ({intent.kind})."
+    return (
+        f"工具不可用：{intent.kind}" if zh else f"That tool is not available here ({intent.kind})."
+    )
 
 
 def _failed(call: dict, error: str, zh: bool) -> str:
@@ -132,7 +160,9 @@ def _succeeded(intent: Intent, call: dict, content: str, walk: Any, zh: bool) ->
     if intent.kind == "write":
         return f"已写入文件：{content}。" if zh else f"{content[:1].upper()}{content[1:]}."
     if intent.kind == "read":
-        header = f"{call['args']['path']} 的内容：" if zh else f"Contents of {call['args']['path']}:"
+        header = (
+            f"{call['args']['path']} 的内容：" if zh else f"Contents of {call['args']['path']}:"
+        )
         return f"{header}\n{content}"
     header = "工作区文件：" if zh else "Files in the workspace:"
     return f"{header}\n{content}"
@@ -161,7 +191,11 @@ def _comparison(difference: str, walk: Any, zh: bool) -> str:
     a = (first.get("city_zh") or first["city"]) if zh else first["city"]
     b = (second.get("city_zh") or second["city"]) if zh else second["city"]
     if delta == 0:
-        return f"{a}和{b}的最高气温相同（{first['high']}{unit}）。" if zh else f"{a} and {b} have the same high ({first['high']}{unit})."
+        return (
+            f"{a}和{b}的最高气温相同（{first['high']}{unit}）。"
+            if zh
+            else f"{a} and {b} have the same high ({first['high']}{unit})."
+        )
     warmer, colder = (a, b) if delta > 0 else (b, a)
     highs = f"{first['high']}{unit} vs {second['high']}{unit}"
     if zh:

@@ -14,30 +14,59 @@ STATEMENTS: list[tuple[str, re.Pattern[str]]] = [
     ("name", re.compile(rf"\bmy name is {NAME}", re.I)),
     ("name", re.compile(rf"\bcall me {NAME}", re.I)),
     # "I'm Ada" only with a capitalised name, so "I'm tired" or "I am in Paris" is not a name.
-    ("name", re.compile(
-        r"(?:^|[,.!]\s*|\b(?i:hi|hello|hey)\W+)(?i:I'm|I am) "
-        r"([A-Z][a-z][\w\-']{0,30}(?: [A-Z][a-z][\w\-']{0,30})?)\b")),
+    (
+        "name",
+        re.compile(
+            r"(?:^|[,.!]\s*|\b(?i:hi|hello|hey)\W+)(?i:I'm|I am) "
+            r"([A-Z][a-z][\w\-']{0,30}(?: [A-Z][a-z][\w\-']{0,30})?)\b"
+        ),
+    ),
     ("name", re.compile(rf"我叫\s*{NAME}")),
     ("name", re.compile(rf"我的名字(?:是|叫)\s*{NAME}")),
     ("home", re.compile(r"\bI live in ([A-Za-z][\w \-]{0,40}?)(?:[.,!]|$)", re.I)),
     ("home", re.compile(r"我住在\s*([\u4e00-\u9fff\w]{1,20})")),
     ("favourite", re.compile(r"\bmy favou?rite (\w+) is ([\w \-]{1,40}?)(?:[.,!]|$)", re.I)),
-    ("favourite", re.compile(r"我最喜欢的\s*([\u4e00-\u9fff\w]{1,10}?)\s*是\s*([\u4e00-\u9fff\w]{1,20})")),
+    (
+        "favourite",
+        re.compile(r"我最喜欢的\s*([\u4e00-\u9fff\w]{1,10}?)\s*是\s*([\u4e00-\u9fff\w]{1,20})"),
+    ),
     ("note", re.compile(r"\bremember (?:that )?(.{3,200}?)[.!]?$", re.I)),
     ("note", re.compile(r"记住[:：]?\s*(.{2,200}?)[。！]?$")),
 ]
 
 QUESTIONS: list[tuple[str, re.Pattern[str]]] = [
-    ("number", re.compile(
-        r"what(?:'s| is| was)? (?:the |that )?number|which number|"
-        r"do you (?:still )?remember (?:the |that |my )?number(?!\s*:?\s*-?\d)|"
-        r"记住的数字|什么数字|哪个数字|数字是(?:多少|几|什么)", re.I)),
-    ("name", re.compile(
-        r"what(?:'s| is) my name|who am i\b|do you (?:know|remember) my name|"
-        r"我叫什么|我的名字是什么|我是谁", re.I)),
+    (
+        "number",
+        re.compile(
+            r"what(?:'s| is| was)? (?:the |that )?number|which number|"
+            r"do you (?:still )?remember (?:the |that |my )?number(?!\s*:?\s*-?\d)|"
+            r"记住的数字|什么数字|哪个数字|数字是(?:多少|几|什么)",
+            re.I,
+        ),
+    ),
+    (
+        "name",
+        re.compile(
+            r"what(?:'s| is) my name|who am i\b|do you (?:know|remember) my name|"
+            r"我叫什么|我的名字是什么|我是谁",
+            re.I,
+        ),
+    ),
     ("home", re.compile(r"where do i live|我住在哪", re.I)),
-    ("favourite", re.compile(r"what(?:'s| is) my favou?rite (\w+)|我最喜欢的\s*([\u4e00-\u9fff\w]{1,10}?)\s*是什么", re.I)),
-    ("note", re.compile(r"what did i (?:ask|tell) you to remember|what do you remember|你记得什么|我让你记住了什么", re.I)),
+    (
+        "favourite",
+        re.compile(
+            r"what(?:'s| is) my favou?rite (\w+)|我最喜欢的\s*([\u4e00-\u9fff\w]{1,10}?)\s*是什么",
+            re.I,
+        ),
+    ),
+    (
+        "note",
+        re.compile(
+            r"what did i (?:ask|tell) you to remember|what do you remember|你记得什么|我让你记住了什么",
+            re.I,
+        ),
+    ),
 ]
 
 

@@ -124,7 +124,9 @@ def _mentioned_places(text: str) -> list[str]:
     known = find_cities(text)
     unknown = [
         name
-        for name in re.findall(r"\b(?:in|for|at|and)\s+([A-Z][a-z][\w-]*(?: [A-Z][a-z][\w-]*)?)", text)
+        for name in re.findall(
+            r"\b(?:in|for|at|and)\s+([A-Z][a-z][\w-]*(?: [A-Z][a-z][\w-]*)?)", text
+        )
         if not find_cities(name) and name not in {"Celsius", "Fahrenheit"}
     ]
     ordered = sorted(known + unknown, key=lambda name: _first_index(text, name))

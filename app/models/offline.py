@@ -66,7 +66,9 @@ class OfflineChatModel(BaseChatModel):
         reply = self.plan(messages)
         for chunk in _chunks(reply):
             if run_manager and chunk.content:
-                run_manager.on_llm_new_token(str(chunk.content), chunk=ChatGenerationChunk(message=chunk))
+                run_manager.on_llm_new_token(
+                    str(chunk.content), chunk=ChatGenerationChunk(message=chunk)
+                )
             yield ChatGenerationChunk(message=chunk)
 
     def plan(self, messages: Sequence[BaseMessage]) -> AIMessage:
@@ -77,8 +79,9 @@ class OfflineChatModel(BaseChatModel):
         request = str(messages[turn_start].content)
         earlier = [str(m.content) for m in messages[:turn_start] if isinstance(m, HumanMessage)]
         turn = list(messages[turn_start + 1 :])
-        steps = _Walk(request, turn, earlier_messages=list(messages[:turn_start]),
-                      tools=set(self.bound_tools))
+        steps = _Walk(
+            request, turn, earlier_messages=list(messages[:turn_start]), tools=set(self.bound_tools)
+        )
         calls = steps.next_calls()
         if calls:
             return AIMessage(content="", tool_calls=calls, id=_stable_id("ai", messages))
@@ -90,7 +93,10 @@ class _Walk:
     """Replays the plan of one request against the tool results already in the turn."""
 
     def __init__(
-        self, request: str, turn: list[BaseMessage], earlier_messages: list[BaseMessage],
+        self,
+        request: str,
+        turn: list[BaseMessage],
+        earlier_messages: list[BaseMessage],
         tools: set[str],
     ) -> None:
         self.request = request
@@ -101,8 +107,11 @@ class _Walk:
         self.results = {m.tool_call_id: m for m in turn if isinstance(m, ToolMessage)}
         self.earlier_results = [m for m in earlier_messages if isinstance(m, ToolMessage)]
         self.earlier_answer = next(
-            (str(m.content) for m in reversed(earlier_messages)
-             if isinstance(m, AIMessage) and not m.tool_calls and str(m.content).strip()),
+            (
+                str(m.content)
+                for m in reversed(earlier_messages)
+                if isinstance(m, AIMessage) and not m.tool_calls and str(m.content).strip()
+            ),
             "",
         )
         self.outcomes: list[tuple[Intent, list[tuple[ToolCall, ToolMessage | None]]]] = []
@@ -125,7 +134,9 @@ class _Walk:
                 if self.pending:
                     return
                 continue
-            self.outcomes.append((intent, [(c, self.results.get(c["id"])) for c in made.tool_calls]))
+            self.outcomes.append(
+                (intent, [(c, self.results.get(c["id"])) for c in made.tool_calls])
+            )
 
     def next_calls(self) -> list[ToolCall]:
         return self.pending
@@ -136,7 +147,9 @@ class _Walk:
         if args_list is None or (self.tools and tool not in self.tools):
             return []
         return [
-            ToolCall(name=tool, args=args, id=_call_id(self.request, index, n, args), type="tool_call")
+            ToolCall(
+                name=tool, args=args, id=_call_id(self.request, index, n, args), type="tool_call"
+            )
             for n, args in enumerate(args_list)
         ]
 
@@ -261,12 +274,14 @@ def _chunks(reply: AIMessage) -> Iterator[AIMessageChunk]:
     for index, call in enumerate(reply.tool_calls):
         arguments = json.dumps(call["args"], ensure_ascii=False)
         yield AIMessageChunk(
-            content="", id=reply.id,
+            content="",
+            id=reply.id,
             tool_call_chunks=[{"name": call["name"], "args": "", "id": call["id"], "index": index}],
         )
         for start in range(0, len(arguments), 16):
             piece = arguments[start : start + 16]
             yield AIMessageChunk(
-                content="", id=reply.id,
+                content="",
+                id=reply.id,
                 tool_call_chunks=[{"name": None, "args": piece, "id": None, "index": index}],
             )
