@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 
 import click
 
@@ -30,13 +31,17 @@ def main() -> None:
             raise
         err.print(f"[red]internal error:[/red] {type(exc).__name__}: {exc} (run with --debug)")
         code = ExitStatus.RUN_FAILED
-    if code == ExitStatus.INTERRUPTED:
-        # A tool thread may still be blocked in C code; the thread is already consistent on disk,
-        # so leave now instead of waiting for it.
+    leave(int(code or 0))
+
+
+def leave(code: int) -> None:
+    """Exit without waiting for a tool thread abandoned by Ctrl-C (the interpreter would join it at
+    exit, and it may be blocked in C code); the thread's state on disk is already consistent."""
+    if any(t is not threading.main_thread() and t.is_alive() for t in threading.enumerate()):
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(int(code))
-    sys.exit(int(code or 0))
+        os._exit(code)
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -192,9 +192,14 @@ class ChatSession:
         self._close(closing)
 
     def _close(self, messages: list) -> None:
-        # Written as if `finalize` ran: its only edge is to END, so the thread has no pending step.
+        """Written as if `finalize` ran (its only edge is to END, so no step stays pending), under
+        the interrupted turn's metadata so history files it with that turn."""
+        head = self.graph.get_state(self.config)
+        turn_metadata = {k: v for k, v in (head.metadata or {}).items() if k in {"turn", "preview"}}
         self.graph.update_state(
-            self.config, {"messages": messages, "status": "cancelled"}, as_node="finalize"
+            {**self.config, "metadata": {**turn_metadata, "closed": "interrupted"}},
+            {"messages": messages, "status": "cancelled"},
+            as_node="finalize",
         )
 
 

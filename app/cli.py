@@ -184,26 +184,23 @@ def history(
 
 
 def history_table(thread: str, turns: list) -> Table:
-    table = Table(
-        "turn",
-        "input",
-        "status",
-        "steps",
-        "iter",
-        "retries",
-        "tools",
-        "checkpoint",
-        title=f"thread {thread}",
-    )
+    table = Table(title=f"thread {thread}")
+    table.add_column("turn", justify="right", no_wrap=True)
+    table.add_column("input", ratio=1, min_width=16, overflow="fold")
+    table.add_column("status", no_wrap=True, min_width=9)
+    for counter in ("steps", "iter", "retries"):
+        table.add_column(counter, justify="right", no_wrap=True)
+    table.add_column("tools", overflow="fold")
+    table.add_column("checkpoint", overflow="fold")
     for t in turns:
         table.add_row(
             str(t.turn),
-            t.preview[:40],
+            t.preview,
             t.status,
             str(t.steps),
             str(t.iteration),
             str(t.retry_count),
             ", ".join(t.tools) or "-",
-            t.checkpoint_id[-12:],
+            t.checkpoint_id,
         )
     return table

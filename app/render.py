@@ -93,6 +93,9 @@ class ConsoleRenderer:
         kind = event.get("type")
         if kind == "tool_call":
             self._calls[event["id"]] = event
+            self._close_line()
+            args = json.dumps(event["args"], ensure_ascii=False)
+            self.err.print(f"[dim]→ {escape(event['name'])} {escape(args[:200])}[/dim]")
         elif kind == "tool_result":
             self._tool_card(event)
         elif kind == "retry":

@@ -1,6 +1,7 @@
 """`python -m app chat` whose one tool blocks for a while: lets tests kill or interrupt a real turn.
 
-Usage: slow_turn.py THREAD STARTED_MARKER SECONDS — the marker file appears when the tool starts.
+Usage: slow_turn.py THREAD STARTED_MARKER SECONDS [CLI ARGS…] — the marker file appears when the
+tool starts; without CLI ARGS it runs one `chat --jsonl` turn that asks for the slow step.
 """
 
 from __future__ import annotations
@@ -35,5 +36,6 @@ def slow_context(settings, model=None):  # type: ignore[no-untyped-def]
 
 real_make_context = app.chat.make_context
 app.chat.make_context = slow_context
-sys.argv = ["app", "chat", "--jsonl", "-t", thread_id, "-m", "please run the slow step"]
+cli_args = sys.argv[4:] or ["chat", "--jsonl", "-t", thread_id, "-m", "please run the slow step"]
+sys.argv = ["app", *cli_args]
 main()

@@ -1,0 +1,72 @@
+"""The interactive REPL in a real pseudo-terminal: turns, slash commands, Ctrl-C, resuming a thread."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pexpect
+
+from tests.conftest import REPO
+
+PROMPT = "demo>"
+
+
+def spawn(*args: str) -> pexpect.spawn:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "dumb"}
+    child = pexpect.spawn(
+        sys.executable, list(args), env=env, encoding="utf-8", timeout=60, dimensions=(50, 160)
+    )
+    child.expect(PROMPT)
+    return child
+
+
+def test_repl_turns_slash_commands_and_resume():
+    child = spawn("-m", "app", "chat", "--thread", "demo")
+    assert "new thread" in child.before and "not a language model" in child.before
+    child.sendline("what is 6 times 7")
+    child.expect(r"6 \* 7 = 42")
+    child.expect(PROMPT)
+    child.sendline("/history")
+    child.expect("answered")
+    child.expect(PROMPT)
+    child.sendline("/threads")
+    child.expect("demo")
+    child.expect(PROMPT)
+    child.sendline("/nonsense")
+    child.expect("unknown command /nonsense; type /help")
+    child.expect(PROMPT)
+    child.sendcontrol("c")  # at the prompt: nothing to stop, the REPL stays
+    child.sendline("my name is Ada")
+    child.expect("I'll remember your name")
+    child.expect(PROMPT)
+    child.sendline("/exit")
+    child.expect(pexpect.EOF)
+
+    again = spawn("-m", "app", "chat", "--thread", "demo")
+    assert "2 earlier turn(s)" in again.before
+    again.sendline("what's my name?")
+    again.expect("Your name is Ada.")
+    again.expect(PROMPT)
+    again.sendline("/new")
+    again.expect(r"new thread \S+")
+    again.expect(r"\d{8}-\d{6}-[0-9a-f]{4}>")
+    again.sendline("/exit")
+    again.expect(pexpect.EOF)
+
+
+def test_ctrl_c_during_a_turn_returns_to_the_prompt_and_keeps_the_thread(isolated: Path):
+    marker = isolated / "started"
+    script = str(REPO / "tests" / "scripts" / "slow_turn.py")
+    child = spawn(script, "demo", str(marker), "60", "chat", "--thread", "demo")
+    child.sendline("please run the slow step")
+    child.expect("slow_step")
+    child.sendcontrol("c")
+    child.expect("was interrupted; what was shown is saved")
+    child.expect(PROMPT)
+    child.sendline("/history")
+    child.expect("cancelled")
+    child.expect(PROMPT)
+    child.sendline("/exit")
+    child.expect(pexpect.EOF)
