@@ -29,7 +29,7 @@ err = Console(stderr=True, soft_wrap=True)
 state = {"debug": False}
 
 DbOption = Annotated[
-    Path | None, typer.Option("--db", help="SQLite checkpoint database [env APP_DB].")
+    Path | None, typer.Option("--db", help="SQLite checkpoint database (env APP_DB).")
 ]
 ThreadOption = Annotated[str, typer.Option("--thread", "-t", help="Thread id, e.g. demo.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
@@ -61,11 +61,11 @@ def chat(
         ),
     ] = None,
     model: Annotated[
-        str | None, typer.Option("--model", help="offline | openai:<name> [env APP_MODEL].")
+        str | None, typer.Option("--model", help="offline | openai:<name> (env APP_MODEL).")
     ] = None,
     db: DbOption = None,
     workspace: Annotated[
-        Path | None, typer.Option("--workspace", help="Directory the file tools may use.")
+        Path | None, typer.Option("--workspace", help="Directory the file tools may use (env APP_WORKSPACE).")
     ] = None,
     jsonl: Annotated[
         bool, typer.Option("--jsonl", help="Print one JSON event per line on stdout.")
