@@ -1,0 +1,80 @@
+"""Messages live on a DeltaChannel: storage grows linearly, and history and rollback still work."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from langchain_core.messages import HumanMessage
+
+from app.config import load_settings
+from app.models.offline import OfflineChatModel
+from app.store import open_checkpointer
+from graphs.builder import build_graph
+from graphs.state import AgentContext, turn_input
+from tools import default_tools
+
+
+def run_turns(db: Path, thread: str, texts: list[str]) -> None:
+    settings = load_settings(db=db)
+    context = AgentContext(model=OfflineChatModel(), tools=default_tools(settings.workspace))
+    with open_checkpointer(db) as saver:
+        graph = build_graph(saver)
+        for text in texts:
+            config = {"configurable": {"thread_id": thread}}
+            turn = graph.get_state(config).values.get("turn", 0) + 1
+            graph.invoke(
+                turn_input(HumanMessage(text, id=f"h-{thread}-{turn}"), turn),
+                {**config, "metadata": {"turn": turn}},
+                context=context,
+                durability="sync",
+            )
+
+
+def checkpoint_bytes_of_turn(db: Path, thread: str, turn: int) -> int:
+    with sqlite3.connect(db) as connection:
+        return connection.execute(
+            "SELECT SUM(LENGTH(checkpoint)) FROM checkpoints WHERE thread_id = ? AND "
+            "json_extract(CAST(metadata AS TEXT), '$.turn') = ?",
+            (thread, turn),
+        ).fetchone()[0]
+
+
+def test_checkpoint_blobs_do_not_grow_with_the_conversation(db_path: Path):
+    long_message = "remember that " + "the quick brown fox " * 200
+    run_turns(db_path, "long", [long_message] * 40)
+    first, last = (
+        checkpoint_bytes_of_turn(db_path, "long", 2),
+        checkpoint_bytes_of_turn(db_path, "long", 39),
+    )
+    # With the default channel every checkpoint re-stores all messages (~160 KB by turn 39).
+    assert last < first * 1.5, (first, last)
+
+
+def test_history_and_rollback_rebuild_messages_from_deltas(db_path: Path):
+    run_turns(db_path, "tt", ["what is 1 plus 1", "what is 2 plus 2", "what is 3 plus 3"])
+    settings = load_settings(db=db_path)
+    with open_checkpointer(db_path) as saver:
+        graph = build_graph(saver)
+        config = {"configurable": {"thread_id": "tt"}}
+        snapshots = list(graph.get_state_history(config))
+        end_of_turn_1 = next(s for s in snapshots if s.metadata.get("turn") == 1 and not s.next)
+        assert [m.content for m in end_of_turn_1.values["messages"]][-1] == "1 + 1 = 2"
+
+        graph.update_state(end_of_turn_1.config, None, as_node="__copy__")
+        assert len(graph.get_state(config).values["messages"]) == len(
+            end_of_turn_1.values["messages"]
+        )
+        context = AgentContext(model=OfflineChatModel(), tools=default_tools(settings.workspace))
+        graph.invoke(
+            turn_input(HumanMessage("what is 5 plus 5", id="h-after"), 2),
+            config,
+            context=context,
+            durability="sync",
+        )
+        contents = [m.content for m in graph.get_state(config).values["messages"]]
+    humans = contents[0::4]
+    assert humans == ["what is 1 plus 1", "what is 5 plus 5"]
+    assert contents[-1] == "5 + 5 = 10"
+    # the rolled-back turns are still in history, on the old branch
+    assert any(s.values["messages"][-1].content == "3 + 3 = 6" for s in snapshots)
