@@ -7,13 +7,13 @@ import queue
 import signal
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolCall
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 
@@ -26,7 +26,7 @@ from app.threads import load_state
 from graphs.builder import build_graph, recursion_limit
 from graphs.messages import cancelled_results, dangling_tool_calls, new_message_id
 from graphs.state import AgentContext, turn_input
-from tools import default_tools
+from tools import SIDE_EFFECT_TOOLS, default_tools
 
 STREAM_MODES = ["updates", "messages", "custom"]
 PREVIEW_CHARS = 80
@@ -42,6 +42,9 @@ class TurnResult:
     turn: int
     status: str
     answer: str
+
+
+Approver = Callable[[list[ToolCall]], bool]
 
 
 class TurnInterrupted(Exception):
@@ -102,32 +105,111 @@ class ChatSession:
             self._repair_interrupted(renderer)
             turn = self.turns() + 1
             message = HumanMessage(content=text, id=new_message_id("human"))
-            config = {
-                **self.config,
-                "metadata": {"turn": turn, "preview": text[:PREVIEW_CHARS]},
-                "recursion_limit": recursion_limit(self.context),
-            }
-            try:
-                for mode, payload in self._stream(turn_input(message, turn), config):
-                    renderer.event(mode, payload)
-            except KeyboardInterrupt:
-                with _sigint_ignored():
-                    self._close_interrupted(renderer.partial_answer())
-                raise TurnInterrupted(
-                    f"turn {turn} of thread {self.thread_id} was interrupted"
-                ) from None
-            result = self._result(turn)
-            renderer.turn_end(
-                {
-                    "thread_id": self.thread_id,
-                    "turn": turn,
-                    "status": result.status,
-                    "answer": result.answer,
-                }
-            )
-            return result
+            metadata = {"turn": turn, "preview": text[:PREVIEW_CHARS]}
+            self._drive(turn_input(message, turn), self._run_config(metadata), renderer, turn)
+            return self._finish(turn, renderer)
 
-    def _stream(self, graph_input: dict, config: dict) -> Iterator[tuple[str, Any]]:
+    def replay(self, checkpoint_id: str, renderer: Renderer, approve: Approver) -> TurnResult:
+        """Re-execute the graph from a checkpoint: a new branch whose model and tools run again.
+        Before a tools step with side effects, `approve` decides; a refusal closes the branch."""
+        with ThreadLock(self.settings.db, self.thread_id):
+            start = self.graph.get_state(
+                {"configurable": {"thread_id": self.thread_id, "checkpoint_id": checkpoint_id}}
+            )
+            if not start.next:
+                raise UsageError(
+                    f"checkpoint {checkpoint_id} ended its turn, so there is nothing to re-run; "
+                    f"pick an earlier checkpoint of that turn (history --thread {self.thread_id} --all)"
+                )
+            turn = (start.metadata or {}).get("turn") or start.values.get("turn", 0)
+            metadata = {**(start.metadata or {}), "replay_of": checkpoint_id}
+            metadata = {k: metadata[k] for k in ("turn", "preview", "replay_of") if k in metadata}
+            config = self._run_config(metadata)
+            first = {
+                **config,
+                "configurable": {**config["configurable"], "checkpoint_id": checkpoint_id},
+            }
+            graph_config = first
+            while True:
+                self._drive(None, graph_config, renderer, turn, interrupt_before=["tools"])
+                head = self.graph.get_state(self.config)
+                if head.next != ("tools",):
+                    break
+                calls = head.values["messages"][-1].tool_calls
+                risky = [c for c in calls if c["name"] in SIDE_EFFECT_TOOLS]
+                if risky and not approve(risky):
+                    self._close(
+                        cancelled_results(
+                            dangling_tool_calls(head.values["messages"]),
+                            "replay stopped before re-running it",
+                        )
+                    )
+                    renderer.notice(
+                        "replay stopped before re-running " + ", ".join(c["name"] for c in risky)
+                    )
+                    break
+                graph_config = config
+            return self._finish(turn, renderer)
+
+    def pending_step(self) -> str | None:
+        """What an interrupted run left unfinished (its next node and open tool calls), if anything."""
+        state = load_state(self.graph, self.thread_id)
+        dangling = dangling_tool_calls(state.values.get("messages", []))
+        if not state.next and not dangling:
+            return None
+        names = ", ".join(c["name"] for c in dangling)
+        return f"next step: {', '.join(state.next) or 'none'}" + (
+            f"; open tool calls: {names}" if names else ""
+        )
+
+    def resume(self, renderer: Renderer) -> TurnResult:
+        """Run the unfinished step of an interrupted turn again (at-least-once for its tools)."""
+        with ThreadLock(self.settings.db, self.thread_id):
+            state = load_state(self.graph, self.thread_id)
+            turn = state.values.get("turn", 0)
+            metadata = {k: v for k, v in (state.metadata or {}).items() if k in {"turn", "preview"}}
+            self._drive(None, self._run_config(metadata), renderer, turn)
+            return self._finish(turn, renderer)
+
+    def discard(self, renderer: Renderer) -> None:
+        with ThreadLock(self.settings.db, self.thread_id):
+            self._repair_interrupted(renderer)
+
+    def _run_config(self, metadata: dict) -> dict:
+        return {
+            **self.config,
+            "metadata": metadata,
+            "recursion_limit": recursion_limit(self.context),
+        }
+
+    def _drive(
+        self, graph_input: dict | None, config: dict, renderer: Renderer, turn: int, **options: Any
+    ) -> None:
+        try:
+            for mode, payload in self._stream(graph_input, config, **options):
+                renderer.event(mode, payload)
+        except KeyboardInterrupt:
+            with _sigint_ignored():
+                self._close_interrupted(renderer.partial_answer())
+            raise TurnInterrupted(
+                f"turn {turn} of thread {self.thread_id} was interrupted"
+            ) from None
+
+    def _finish(self, turn: int, renderer: Renderer) -> TurnResult:
+        result = self._result(turn)
+        renderer.turn_end(
+            {
+                "thread_id": self.thread_id,
+                "turn": turn,
+                "status": result.status,
+                "answer": result.answer,
+            }
+        )
+        return result
+
+    def _stream(
+        self, graph_input: dict | None, config: dict, **options: Any
+    ) -> Iterator[tuple[str, Any]]:
         """Run the graph in a worker thread so Ctrl-C reaches the user at once, even while a tool
         blocks; on interrupt the worker stops at its next event and its step is never committed
         as the head (the interrupted turn is closed by `_close_interrupted`)."""
@@ -142,6 +224,7 @@ class ChatSession:
                     context=self.context,
                     stream_mode=STREAM_MODES,
                     durability="sync",
+                    **options,
                 ):
                     if cancelled.is_set():
                         return

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from app.config import Settings, load_settings
-from app.errors import AgentRunError, ExitStatus, UsageError
+from app.errors import AgentRunError, ExitStatus
 
 app = typer.Typer(
     help="Waypoint: a LangGraph agent for the terminal whose every step is a durable checkpoint.",
@@ -65,7 +65,8 @@ def chat(
     ] = None,
     db: DbOption = None,
     workspace: Annotated[
-        Path | None, typer.Option("--workspace", help="Directory the file tools may use (env APP_WORKSPACE).")
+        Path | None,
+        typer.Option("--workspace", help="Directory the file tools may use (env APP_WORKSPACE)."),
     ] = None,
     jsonl: Annotated[
         bool, typer.Option("--jsonl", help="Print one JSON event per line on stdout.")
@@ -157,50 +158,5 @@ def threads_table(threads: list) -> Table | str:
     return table
 
 
-@app.command()
-def history(
-    thread: ThreadOption,
-    db: DbOption = None,
-    limit: Annotated[
-        int | None, typer.Option("--limit", min=1, help="Show at most N turns.")
-    ] = None,
-    as_json: JsonOption = False,
-) -> None:
-    """Show a thread's turns, newest first: input, status, steps, counters, tools used."""
-    from app.store import open_checkpointer, validate_thread_id
-    from app.threads import thread_exists, turn_history
-    from graphs.builder import build_graph
-
-    settings = load_settings(db=db)
-    validate_thread_id(thread)
-    with open_checkpointer(settings.db, settings.busy_timeout) as saver:
-        if not thread_exists(saver.conn, thread):
-            raise UsageError(f"thread {thread} does not exist in {settings.db}; see `threads list`")
-        turns = turn_history(build_graph(saver), thread, limit)
-    if as_json:
-        out.print_json(json.dumps([t.as_dict() for t in turns], ensure_ascii=False))
-        return
-    out.print(history_table(thread, turns))
-
-
-def history_table(thread: str, turns: list) -> Table:
-    table = Table(title=f"thread {thread}")
-    table.add_column("turn", justify="right", no_wrap=True)
-    table.add_column("input", ratio=1, min_width=16, overflow="fold")
-    table.add_column("status", no_wrap=True, min_width=9)
-    for counter in ("steps", "iter", "retries"):
-        table.add_column(counter, justify="right", no_wrap=True)
-    table.add_column("tools", overflow="fold")
-    table.add_column("checkpoint", overflow="fold")
-    for t in turns:
-        table.add_row(
-            str(t.turn),
-            t.preview,
-            t.status,
-            str(t.steps),
-            str(t.iteration),
-            str(t.retry_count),
-            ", ".join(t.tools) or "-",
-            t.checkpoint_id,
-        )
-    return table
+# Commands defined in their own modules register themselves on `app` when imported.
+from app import cli_time  # noqa: E402, F401

@@ -203,3 +203,25 @@ class JsonlRenderer:
 
     def turn_end(self, summary: dict) -> None:
         self._emit({"event": "final", **summary})
+
+
+def print_messages(console: Console, messages: list[BaseMessage]) -> None:
+    """A stored conversation, shown the way the chat showed it."""
+    for message in messages:
+        if message.type == "human":
+            console.print(Text("you  ", style="bold green") + Text(str(message.content)))
+        elif message.type == "ai":
+            if str(message.content).strip():
+                console.print(Text("agent ", style="bold cyan") + Text(str(message.content)))
+            for call in getattr(message, "tool_calls", []):
+                args = json.dumps(call["args"], ensure_ascii=False)
+                console.print(Text(f"  → {call['name']} {args}", style="dim"))
+        elif message.type == "tool":
+            ok = getattr(message, "status", "success") != "error"
+            mark = Text("  ✓ " if ok else "  ✗ ", style="green" if ok else "red")
+            content = str(message.content)
+            if len(content) > CARD_RESULT_CHARS:
+                content = content[:CARD_RESULT_CHARS] + " …"
+            console.print(mark + Text(f"{message.name}: {content}", style=None if ok else "red"))
+        else:
+            console.print(Text(f"{message.type}: {message.content}", style="dim"))

@@ -9,7 +9,7 @@ from rich.console import Console
 
 from app.chat import ChatSession, TurnInterrupted, make_context, new_thread_id
 from app.config import Settings
-from app.errors import AppError
+from app.errors import AppError, UsageError
 from app.models.offline import OFFLINE_NOTICE
 from app.render import ConsoleRenderer
 from app.store import open_checkpointer
@@ -20,6 +20,8 @@ Type a message and press Enter. Esc then Enter inserts a newline.
   /history   this thread's turns
   /threads   all threads
   /new       start a new thread
+  /undo      roll back the last turn (and the files it wrote)
+  /rewind ID make checkpoint ID the head again (ids: /history, or `history --all`)
   /exit      leave (Ctrl-D works too)
 Ctrl-C stops a running turn (what was shown is kept) and returns here.
 Model: {model}"""
@@ -53,12 +55,20 @@ def run_repl(
         history=FileHistory(str(settings.chat_history_file)), key_bindings=_key_bindings()
     )
     with open_checkpointer(settings.db, settings.busy_timeout) as saver:
-        context = make_context(settings)
-        session = ChatSession(settings, saver, thread_id, context)
-        _banner(err, session, settings)
+        repl = Repl(
+            settings,
+            saver,
+            ChatSession(settings, saver, thread_id, make_context(settings)),
+            out,
+            err,
+            show_updates=show_updates,
+            debug=debug,
+        )
+        repl.banner()
+        repl.offer_to_finish_interrupted(prompt)
         while True:
             try:
-                text = prompt.prompt(f"{session.thread_id}> ")
+                text = prompt.prompt(f"{repl.session.thread_id}> ")
             except KeyboardInterrupt:
                 continue
             except EOFError:
@@ -66,57 +76,120 @@ def run_repl(
             command = text.strip()
             if command in {"/exit", "/quit"}:
                 return
-            if command.startswith("/"):
-                session = _slash(command, session, settings, saver, context, out, err)
-                continue
-            if not command:
-                continue
-            renderer = ConsoleRenderer(out, err, show_updates=show_updates, debug=debug)
-            try:
-                session.run_turn(text, renderer)
-            except TurnInterrupted as exc:
-                err.print(f"\n[yellow]{exc}; what was shown is saved[/yellow]")
-            except AppError as exc:
-                err.print(f"[red]error:[/red] {exc}")
+            if command:
+                repl.handle(command, text)
 
 
-def _banner(err: Console, session: ChatSession, settings: Settings) -> None:
-    turns = session.turns()
-    resumed = f"{turns} earlier turn(s)" if turns else "new thread"
-    err.print(
-        f"[bold]Waypoint[/bold] · thread [cyan]{session.thread_id}[/cyan] ({resumed}) · "
-        f"db {settings.db}"
-    )
-    err.print(f"[dim]model: {model_notice(settings.model_spec)} · /help for commands[/dim]")
+class Repl:
+    """One interactive session: the current thread, and what each line typed at the prompt does."""
 
+    def __init__(
+        self,
+        settings: Settings,
+        saver,
+        session: ChatSession,
+        out: Console,  # type: ignore[no-untyped-def]
+        err: Console,
+        *,
+        show_updates: bool,
+        debug: bool,
+    ) -> None:
+        self.settings, self.saver, self.session = settings, saver, session
+        self.out, self.err = out, err
+        self.show_updates, self.debug = show_updates, debug
 
-def _slash(
-    command: str,
-    session: ChatSession,
-    settings: Settings,
-    saver,
-    context,  # type: ignore[no-untyped-def]
-    out: Console,
-    err: Console,
-) -> ChatSession:
-    from app.cli import history_table, threads_table
-    from app.threads import list_threads, turn_history
+    def renderer(self) -> ConsoleRenderer:
+        return ConsoleRenderer(self.out, self.err, show_updates=self.show_updates, debug=self.debug)
 
-    name = command.split()[0]
-    if name == "/help":
-        err.print(HELP.format(model=model_notice(settings.model_spec)), markup=False)
-    elif name == "/history":
-        try:
-            out.print(
-                history_table(session.thread_id, turn_history(session.graph, session.thread_id))
+    def banner(self) -> None:
+        turns = self.session.turns()
+        resumed = f"{turns} earlier turn(s)" if turns else "new thread"
+        self.err.print(
+            f"[bold]Waypoint[/bold] · thread [cyan]{self.session.thread_id}[/cyan] ({resumed}) · "
+            f"db {self.settings.db}"
+        )
+        self.err.print(
+            f"[dim]model: {model_notice(self.settings.model_spec)} · /help for commands[/dim]"
+        )
+
+    def offer_to_finish_interrupted(self, prompt: PromptSession) -> None:
+        """A thread whose last run was killed is never silently abandoned: resume it or discard it."""
+        pending = self.session.pending_step()
+        if pending is None:
+            return
+        self.err.print(
+            f"[yellow]The last turn of {self.session.thread_id} was interrupted "
+            f"({pending}).[/yellow]"
+        )
+        answer = prompt.prompt("[r]esume it or [d]iscard the unfinished step? ").strip().lower()
+        self._guarded(
+            lambda: (
+                self.session.resume(self.renderer())
+                if answer.startswith("r")
+                else self.session.discard(self.renderer())
             )
+        )
+
+    def handle(self, command: str, text: str) -> None:
+        if not command.startswith("/"):
+            self._guarded(lambda: self.session.run_turn(text, self.renderer()))
+            return
+        name, _, argument = command.partition(" ")
+        actions = {
+            "/help": lambda: self.err.print(
+                HELP.format(model=model_notice(self.settings.model_spec)), markup=False
+            ),
+            "/history": self._history,
+            "/threads": self._threads,
+            "/new": self._new,
+            "/undo": lambda: self._rollback(turns=1, checkpoint=None),
+            "/rewind": lambda: self._rollback(turns=None, checkpoint=argument.strip() or None),
+        }
+        action = actions.get(name)
+        if action is None:
+            self.err.print(f"unknown command {name}; type /help")
+            return
+        self._guarded(action)
+
+    def _guarded(self, action) -> None:  # type: ignore[no-untyped-def]
+        try:
+            action()
+        except TurnInterrupted as exc:
+            self.err.print(f"\n[yellow]{exc}; what was shown is saved[/yellow]")
         except AppError as exc:
-            err.print(str(exc))
-    elif name == "/threads":
-        out.print(threads_table(list_threads(saver.conn)))
-    elif name == "/new":
-        session = ChatSession(settings, saver, new_thread_id(), context)
-        err.print(f"new thread [cyan]{session.thread_id}[/cyan]")
-    else:
-        err.print(f"unknown command {name}; type /help")
-    return session
+            self.err.print(f"[red]error:[/red] {exc}")
+
+    def _history(self) -> None:
+        from app.cli_time import history_table
+        from app.threads import turn_history
+
+        thread = self.session.thread_id
+        self.out.print(history_table(thread, turn_history(self.session.graph, thread)))
+
+    def _threads(self) -> None:
+        from app.cli import threads_table
+        from app.threads import list_threads
+
+        self.out.print(threads_table(list_threads(self.saver.conn)))
+
+    def _new(self) -> None:
+        self.session = ChatSession(self.settings, self.saver, new_thread_id(), self.session.context)
+        self.err.print(f"new thread [cyan]{self.session.thread_id}[/cyan]")
+
+    def _rollback(self, *, turns: int | None, checkpoint: str | None) -> None:
+        from app.cli_time import OpenThread, do_rollback, print_rollback
+        from app.store import ThreadLock
+        from app.timetravel import CheckpointIndex
+
+        if turns is None and checkpoint is None:
+            raise UsageError("usage: /rewind CHECKPOINT_ID (ids are in /history)")
+        thread = self.session.thread_id
+        with ThreadLock(self.settings.db, thread):
+            opened = OpenThread(
+                self.settings,
+                self.saver,
+                self.session.graph,
+                CheckpointIndex(self.saver.conn, thread),
+            )
+            report = do_rollback(opened, turns, checkpoint, keep_files=False, force=False)
+        print_rollback(report)

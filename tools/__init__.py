@@ -6,6 +6,9 @@ from pathlib import Path
 
 from langchain_core.tools import BaseTool
 
+# Tools whose calls change something outside the conversation: replays ask before running them again.
+SIDE_EFFECT_TOOLS = frozenset({"write_file"})
+
 
 def default_tools(workspace: Path) -> list[BaseTool]:
     """Calculator, weather, workspace files and the clock, bound to this workspace directory."""

@@ -134,6 +134,23 @@ class Workspace:
                 os.close(dir_fd)
         return WriteResult(path=shown, bytes_written=len(data), created=created)
 
+    def remove(self, path: str) -> None:
+        """Delete a regular, singly linked file (used when time travel undoes a file's creation)."""
+        parts = _split(path, allow_root=False)
+        shown = "/".join(parts)
+        with _os_errors_as_tool_errors(shown, "remove"):
+            dir_fd = self._open_dir(parts[:-1])
+            try:
+                _refuse_special(dir_fd, parts[-1], shown, for_write=True)
+                os.unlink(parts[-1], dir_fd=dir_fd)
+            finally:
+                os.close(dir_fd)
+
+    @staticmethod
+    def normalize(path: str) -> str:
+        """The canonical form of a workspace path ('./a//b.txt' -> 'a/b.txt'); ToolError if invalid."""
+        return "/".join(_split(path, allow_root=False))
+
     def list(self, path: str = ".") -> Listing:
         """Return the entries of a directory sorted by name, hidden ones included, capped."""
         parts = _split(path, allow_root=True)
