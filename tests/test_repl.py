@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pexpect
+import pytest
 
 from tests.conftest import REPO
 
@@ -73,6 +74,52 @@ def test_ctrl_c_during_a_turn_returns_to_the_prompt_and_keeps_the_thread(isolate
     child.expect(PROMPT)
     child.sendline("/history")
     child.expect("cancelled")
+    child.expect(PROMPT)
+    child.sendline("/exit")
+    child.expect(pexpect.EOF)
+
+
+def kill_mid_turn(isolated: Path, thread: str) -> None:
+    from tests.test_persistence import start_slow_turn
+
+    process = start_slow_turn(thread, isolated / "killed-started", seconds=120)
+    process.kill()
+    process.wait(timeout=30)
+
+
+@pytest.mark.parametrize("choice", ["resume", "discard"])
+def test_opening_an_interrupted_thread_offers_to_resume_or_discard(isolated: Path, choice: str):
+    kill_mid_turn(isolated, "demo")
+    script = str(REPO / "tests" / "scripts" / "slow_turn.py")
+    os.environ["SLOW_TURN_RESUME"] = "1"
+    try:
+        child = pexpect.spawn(
+            sys.executable,
+            [script, "demo", str(isolated / "again"), "0", "chat", "--thread", "demo"],
+            env={
+                **os.environ,
+                "PYTHONPATH": str(REPO),
+                "TERM": "dumb",
+                "PROMPT_TOOLKIT_NO_CPR": "1",
+            },
+            encoding="utf-8",
+            timeout=60,
+            dimensions=(50, 160),
+        )
+    finally:
+        del os.environ["SLOW_TURN_RESUME"]
+    child.expect("was interrupted")
+    child.expect("open tool calls: slow_step")
+    child.expect("esume it or")
+    child.sendline(choice[0])
+    if choice == "resume":
+        child.expect("finished A")
+        child.expect("all done")
+    else:
+        child.expect("1 unfinished tool call\\(s\\) were marked cancelled")
+    child.expect(PROMPT)
+    child.sendline("/history")
+    child.expect("answered" if choice == "resume" else "cancelled")
     child.expect(PROMPT)
     child.sendline("/exit")
     child.expect(pexpect.EOF)
