@@ -159,4 +159,4 @@ def threads_table(threads: list) -> Table | str:
 
 
 # Commands defined in their own modules register themselves on `app` when imported.
-from app import cli_time  # noqa: E402, F401
+from app import cli_store, cli_time  # noqa: E402, F401

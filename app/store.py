@@ -96,11 +96,35 @@ def database_error(path: Path, exc: sqlite3.DatabaseError) -> ConfigError:
     return ConfigError(f"cannot use the database {path}: {text}")
 
 
+def lock_path(db_path: Path, thread_id: str) -> Path:
+    return db_path.parent / f"{db_path.name}.locks" / f"{thread_id}.lock"
+
+
+def dead_writer(db_path: Path, thread_id: str) -> int | None:
+    """The pid of a writer that died mid-run (its lock file still names it and nobody holds the
+    lock), else None. A clean exit empties the lock file."""
+    try:
+        fd = os.open(lock_path(db_path, thread_id), os.O_RDWR)
+    except OSError:
+        return None
+    try:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
+        if not holder.isdigit():
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return None  # alive and writing right now
+        return int(holder)
+    finally:
+        os.close(fd)  # also releases the probe's lock
+
+
 class ThreadLock:
     """An exclusive, process-wide write lock per thread (flock: released by the kernel if we die)."""
 
     def __init__(self, db_path: Path, thread_id: str) -> None:
-        self.path = db_path.parent / f"{db_path.name}.locks" / f"{thread_id}.lock"
+        self.path = lock_path(db_path, thread_id)
         self.thread_id = thread_id
         self._fd: int | None = None
 

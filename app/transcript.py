@@ -1,0 +1,72 @@
+"""Markdown transcripts of a conversation: each turn's request, tool calls with results, answers."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
+
+
+def render_markdown(thread_id: str, messages: Sequence[AnyMessage]) -> str:
+    """Markdown for a message list; a tool result is shown under its call, marked ✗ on error."""
+    results = {m.tool_call_id: m for m in messages if isinstance(m, ToolMessage)}
+    shown: set[str] = set()
+    turns = sum(isinstance(m, HumanMessage) for m in messages)
+    lines = [f"# Waypoint thread {_code(thread_id)}", "", f"{turns} turn(s)."]
+    turn = 0
+    for message in messages:
+        if isinstance(message, HumanMessage):
+            turn += 1
+            lines += ["", f"## Turn {turn}", "", "**User**", "", _quote(message.text)]
+        elif isinstance(message, AIMessage):
+            for call in message.tool_calls:
+                lines += _tool_lines(call["name"], call["args"], results.get(call["id"] or ""))
+                shown.add(call["id"] or "")
+            for call in message.invalid_tool_calls:
+                lines += ["", f"**Tool call** {_code(call.get('name') or '?')} ✗ invalid arguments"]
+                lines += ["", _fenced(call.get("args") or "")]
+            if message.text.strip():
+                lines += ["", "**Assistant**", "", message.text.strip()]
+        elif isinstance(message, ToolMessage) and message.tool_call_id not in shown:
+            lines += _tool_lines(message.name or "tool", None, message)
+        elif not isinstance(message, ToolMessage):
+            lines += ["", f"**{message.type.capitalize()}**", "", _quote(message.text)]
+    return "\n".join(lines) + "\n"
+
+
+def _tool_lines(name: str, args: Any, result: ToolMessage | None) -> list[str]:
+    failed = result is not None and result.status == "error"
+    head = f"**Tool call** {_code(name)}"
+    if args is not None:
+        head += f" {_code(json.dumps(args, ensure_ascii=False, sort_keys=True))}"
+    lines = ["", head + (" ✗" if failed else "")]
+    if result is None:
+        return [*lines, "", "_no result_"]
+    label = "Result ✗ (error)" if failed else "Result"
+    return [*lines, "", f"{label}:", "", _fenced(result.text)]
+
+
+def _code(text: str) -> str:
+    """Inline code that survives backticks in the text."""
+    ticks = "`" * (_longest_run(text, "`") + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{ticks}{pad}{text}{pad}{ticks}"
+
+
+def _fenced(text: str) -> str:
+    fence = "`" * max(3, _longest_run(text, "`") + 1)
+    return f"{fence}text\n{text}\n{fence}"
+
+
+def _quote(text: str) -> str:
+    return "\n".join(f"> {line}" if line else ">" for line in text.splitlines() or [""])
+
+
+def _longest_run(text: str, char: str) -> int:
+    longest = current = 0
+    for c in text:
+        current = current + 1 if c == char else 0
+        longest = max(longest, current)
+    return longest
