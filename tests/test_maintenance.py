@@ -20,7 +20,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 
 from app.errors import UsageError
-from app.maintenance import delete_thread, prune, thread_sizes, vacuum
+from app.maintenance import PruneReport, delete_thread, prune, thread_sizes, vacuum
 from app.models.offline import OfflineChatModel
 from app.store import ThreadLock, open_checkpointer
 from app.threads import list_threads
@@ -29,8 +29,12 @@ from graphs.state import AgentContext, turn_input
 from tools import default_tools
 
 
+def concatenate(items: list[str], batches: list[list[str]]) -> list[str]:
+    return functools.reduce(operator.add, batches, items)
+
+
 class SmallState(TypedDict):
-    items: Annotated[list[str], DeltaChannel(lambda items, batches: functools.reduce(operator.add, batches, items), snapshot_frequency=3)]  # fmt: skip
+    items: Annotated[list[str], DeltaChannel(concatenate, snapshot_frequency=3)]
     turn: int
 
 
@@ -156,7 +160,7 @@ def has_snapshot(saver: SqliteSaver, thread: str, cid: str, channel: str) -> boo
     return isinstance(values.get(channel), _DeltaSnapshot)
 
 
-def prune_db(saver: SqliteSaver, db: Path, **options) -> object:
+def prune_db(saver: SqliteSaver, db: Path, **options) -> PruneReport:
     options = {"keep_last_turns": None, "older_than_days": None, "dry_run": False, **options}
     return prune(saver, db_path=db, **options)
 
@@ -176,7 +180,7 @@ def test_thread_sizes_count_checkpoint_metadata_and_write_bytes(db: Path):
     assert sizes["long"] > sizes["short"]
 
 
-def test_thread_sizes_is_one_fast_query_over_a_thousand_threads(db: Path):
+def test_thread_sizes_is_fast_over_a_thousand_threads(db: Path):
     with sqlite3.connect(db) as connection:
         for table in ("checkpoints", "writes"):
             columns = [r[1] for r in connection.execute(f"PRAGMA table_info({table})")]
@@ -196,8 +200,8 @@ def test_thread_sizes_is_one_fast_query_over_a_thousand_threads(db: Path):
 
 def test_delete_thread_removes_its_rows_only(db: Path):
     with open_checkpointer(db) as saver:
-        others = (rows(saver.conn, t, "thread_id != 'long'") for t in ("checkpoints", "writes"))
-        other_checkpoints, other_writes = others
+        other_checkpoints = rows(saver.conn, "checkpoints", "thread_id != 'long'")
+        other_writes = rows(saver.conn, "writes", "thread_id != 'long'")
         checkpoints = len(checkpoint_ids(saver.conn, "long"))
         writes = len(rows(saver.conn, "writes", "thread_id = 'long'"))
         size = thread_sizes(saver.conn)["long"]
@@ -234,9 +238,8 @@ def test_prune_keeps_last_turns_of_a_waypoint_thread_loadable_and_deletes_the_re
         assert after_ids == expected
         assert len(after_ids) < len(before_ids) / 2
         assert states(graph, "long", after_ids) == {cid: before[cid] for cid in after_ids}
-        assert (
-            len(before[max(after_ids)][0]["messages"]) == 60 * 4
-        )  # 58 turns, then 2 after the rollback
+        head_values = before[max(after_ids)][0]
+        assert len(head_values["messages"]) == 4 * 60  # 58 turns, then 2 after the rollback
         [long] = [t for t in report.threads if t.thread_id == "long"]
         assert long.checkpoints_deleted == len(before_ids) - len(after_ids)
         orphans = saver.conn.execute(
@@ -244,6 +247,15 @@ def test_prune_keeps_last_turns_of_a_waypoint_thread_loadable_and_deletes_the_re
             "(SELECT checkpoint_id FROM checkpoints WHERE thread_id = 'long')"
         ).fetchone()[0]
         assert orphans == 0
+
+        # the pruned thread goes on: a new turn is added to the whole conversation
+        context = AgentContext(model=OfflineChatModel(), tools=default_tools(db.parent / "ws"))
+        run_turns(graph, "long", 1, context)
+        messages = graph.get_state({"configurable": {"thread_id": "long"}}).values["messages"]
+        assert [m.content for m in messages[:1] + messages[-1:]] == [
+            "what is 1 plus 1",
+            "61 + 61 = 122",
+        ]
 
 
 def test_prune_with_frequent_snapshots_keeps_kept_checkpoints_identical(db: Path):
@@ -291,20 +303,17 @@ def test_prune_deletes_abandoned_branches_even_without_snapshots(db: Path):
 def test_dry_run_deletes_nothing_and_reports_what_a_real_run_deletes(db: Path):
     with open_checkpointer(db) as saver:
         everything = (rows(saver.conn, "checkpoints"), rows(saver.conn, "writes"))
+        stored = sum(thread_sizes(saver.conn).values())
 
         dry = prune_db(saver, db, keep_last_turns=2, dry_run=True)
 
         assert (rows(saver.conn, "checkpoints"), rows(saver.conn, "writes")) == everything
         real = prune_db(saver, db, keep_last_turns=2)
+        assert sum(thread_sizes(saver.conn).values()) == stored - real.bytes_freed
     assert dry.dry_run and not real.dry_run
     assert dry.threads == real.threads
     assert {t.thread_id for t in real.threads} == {"long", "short", "small"}
     assert real.checkpoints_deleted > 0 and real.writes_deleted > 0
-    freed = sum(len(r[5]) + len(r[6]) for r in everything[0]) + sum(
-        len(r[8]) for r in everything[1]
-    )
-    with sqlite3.connect(db) as connection:
-        assert sum(thread_sizes(connection).values()) == freed - real.bytes_freed
 
 
 def age_thread(db: Path, thread: str, days: float) -> None:
@@ -370,6 +379,37 @@ def test_a_thread_being_written_is_skipped(db: Path):
         ("long", False),
         ("short", True),
     }
+
+
+def test_a_thread_with_an_unreadable_checkpoint_is_left_alone(db: Path):
+    with open_checkpointer(db) as saver:
+        root = min(checkpoint_ids(saver.conn, "short"))
+        saver.conn.execute(
+            "UPDATE checkpoints SET checkpoint = x'c1c1c1' WHERE checkpoint_id = ?", (root,)
+        )
+        saver.conn.commit()
+        short = rows(saver.conn, "checkpoints", "thread_id = 'short'")
+
+        report = prune_db(saver, db, keep_last_turns=1)
+
+        assert rows(saver.conn, "checkpoints", "thread_id = 'short'") == short
+        assert [(s.thread_id, s.reason) for s in report.skipped] == [
+            ("short", f"checkpoint {root} is unreadable, so nothing was pruned")
+        ]
+        assert {t.thread_id for t in report.threads} == {"long", "small"}
+
+
+def test_a_failed_delete_leaves_the_thread_whole(db: Path):
+    with open_checkpointer(db) as saver:
+        everything = (rows(saver.conn, "checkpoints"), rows(saver.conn, "writes"))
+        saver.conn.execute(
+            "CREATE TRIGGER fail BEFORE DELETE ON writes BEGIN SELECT RAISE(ABORT, 'disk'); END"
+        )
+        with pytest.raises(sqlite3.IntegrityError, match="disk"):
+            prune_db(saver, db, keep_last_turns=1)
+        with pytest.raises(sqlite3.IntegrityError, match="disk"):
+            delete_thread(saver, "long")
+        assert (rows(saver.conn, "checkpoints"), rows(saver.conn, "writes")) == everything
 
 
 def test_prune_needs_something_to_do():
