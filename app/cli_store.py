@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from app.cli import DbOption, ThreadOption, app, err, out
+from app.cli import DbOption, ThreadOption, app, err, out, threads_app
 from app.config import load_settings
 from app.errors import UsageError
 
@@ -95,3 +95,104 @@ def import_(
         f"{report.writes} writes; continue with: python -m app chat --thread {report.thread_id}"
     )
     out.print(report.thread_id, markup=False)
+
+
+@threads_app.command("delete")
+def threads_delete(
+    thread: Annotated[str, typer.Argument(help="The thread to delete.")],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    db: DbOption = None,
+) -> None:
+    """Delete a thread: every checkpoint and write (workspace files are left alone)."""
+    from app.maintenance import delete_thread
+    from app.store import ThreadLock, open_checkpointer, validate_thread_id
+    from app.threads import thread_exists
+
+    validate_thread_id(thread)
+    settings = load_settings(db=db)
+    with (
+        open_checkpointer(settings.db, settings.busy_timeout) as saver,
+        ThreadLock(settings.db, thread),
+    ):
+        if not thread_exists(saver.conn, thread):
+            raise UsageError(f"thread {thread} does not exist; see `threads list`")
+        _confirm(f"Delete thread {thread} and all its checkpoints?", yes)
+        report = delete_thread(saver, thread)
+    err.print(
+        f"deleted thread {thread}: {report.checkpoints} checkpoints, {report.writes} writes "
+        f"({report.bytes_freed:,} bytes; run `threads vacuum` to shrink the file)"
+    )
+
+
+def _confirm(question: str, yes: bool) -> None:
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise UsageError("refusing to delete without confirmation; pass --yes")
+    if not typer.confirm(question, default=False):
+        raise typer.Exit(1)
+
+
+@threads_app.command("prune")
+def threads_prune(
+    keep_last_turns: Annotated[
+        int | None,
+        typer.Option(
+            "--keep-last-turns", min=1, help="Keep each thread's last N turns (and what they need)."
+        ),
+    ] = None,
+    older_than: Annotated[
+        float | None,
+        typer.Option("--older-than", min=0, help="Delete whole threads not updated for DAYS days."),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Report what would go; delete nothing.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    db: DbOption = None,
+) -> None:
+    """Delete old checkpoints and writes that no kept checkpoint needs; every kept one still loads."""
+    from app.maintenance import prune
+    from app.store import open_checkpointer
+
+    settings = load_settings(db=db)
+    with open_checkpointer(settings.db, settings.busy_timeout) as saver:
+        report = prune(
+            saver,
+            db_path=settings.db,
+            keep_last_turns=keep_last_turns,
+            older_than_days=older_than,
+            dry_run=dry_run,
+        )
+    if as_json:
+        out.print_json(json.dumps(report.as_dict(), ensure_ascii=False, default=str))
+        return
+    verb = "would delete" if dry_run else "deleted"
+    for item in report.threads:
+        whole = " (whole thread)" if item.thread_deleted else ""
+        err.print(
+            f"{item.thread_id}: {verb} {item.checkpoints_deleted} checkpoints, "
+            f"{item.writes_deleted} writes{whole}",
+            markup=False,
+        )
+    for skipped in report.skipped:
+        err.print(f"{skipped.thread_id}: skipped, {skipped.reason}", markup=False)
+    err.print(
+        f"{verb} {report.checkpoints_deleted} checkpoints and {report.writes_deleted} writes in "
+        f"{len(report.threads)} of {report.threads_examined} threads (~{report.bytes_freed:,} bytes)"
+    )
+
+
+@threads_app.command("vacuum")
+def threads_vacuum(db: DbOption = None) -> None:
+    """Fold the WAL into the database and VACUUM it; prints the bytes freed."""
+    from app.maintenance import vacuum
+    from app.store import open_checkpointer
+
+    settings = load_settings(db=db)
+    with open_checkpointer(settings.db, settings.busy_timeout) as saver:
+        report = vacuum(settings.db, saver.conn)
+    err.print(
+        f"{settings.db}: {report.bytes_before:,} → {report.bytes_after:,} bytes "
+        f"({report.bytes_freed:,} freed)"
+    )

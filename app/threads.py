@@ -6,6 +6,7 @@ import sqlite3
 import uuid
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 
 from langchain_core.messages import AIMessage
 from langgraph.graph.state import CompiledStateGraph
@@ -25,6 +26,8 @@ class ThreadSummary:
     turns: int
     checkpoints: int
     updated_at: str
+    size_bytes: int = 0
+    interrupted: bool = False
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -61,11 +64,26 @@ ORDER BY last_checkpoint DESC
 """
 
 
-def list_threads(connection: sqlite3.Connection) -> list[ThreadSummary]:
-    """Every thread, newest first, read from checkpoint metadata without deserialising state."""
+def list_threads(
+    connection: sqlite3.Connection, db_path: Path | None = None
+) -> list[ThreadSummary]:
+    """Every thread, newest first, read from checkpoint metadata without deserialising state; with
+    `db_path`, threads whose writer died mid-run are marked interrupted."""
+    from app.maintenance import thread_sizes
+    from app.store import dead_writer
+
+    sizes = thread_sizes(connection)
     rows = connection.execute(LIST_THREADS_SQL).fetchall()
     return [
-        ThreadSummary(thread_id, title or "", turns or 0, checkpoints, checkpoint_time(last))
+        ThreadSummary(
+            thread_id,
+            title or "",
+            turns or 0,
+            checkpoints,
+            checkpoint_time(last),
+            size_bytes=sizes.get(thread_id, 0),
+            interrupted=db_path is not None and dead_writer(db_path, thread_id) is not None,
+        )
         for thread_id, checkpoints, last, turns, title in rows
     ]
 
@@ -114,7 +132,8 @@ def turn_history(
     by_turn: dict[int, list] = {}
     try:
         for snapshot in graph.get_state_history(config):
-            turn = (snapshot.metadata or {}).get("turn")
+            # A rollback copy carries no run metadata; its state still knows its turn.
+            turn = (snapshot.metadata or {}).get("turn") or snapshot.values.get("turn")
             if turn is not None:
                 by_turn.setdefault(turn, []).append(snapshot)
     except (ValueError, TypeError, KeyError, NotImplementedError) as exc:
@@ -137,7 +156,9 @@ def _summarise(turn: int, snapshots: list) -> TurnSummary:
     ]
     return TurnSummary(
         turn=turn,
-        preview=(head.metadata or {}).get("preview", ""),
+        preview=next(
+            (s.metadata["preview"] for s in snapshots if (s.metadata or {}).get("preview")), ""
+        ),
         status=values.get("status") or ("interrupted" if head.next else "answered"),
         steps=len(snapshots),
         iteration=values.get("iteration", 0),
