@@ -29,6 +29,9 @@ ForceOption = Annotated[
 ]
 
 
+DEFAULT_TURNS_SHOWN = 20
+
+
 @dataclass
 class OpenThread:
     settings: Settings
@@ -56,7 +59,8 @@ def history(
     thread: ThreadOption,
     db: DbOption = None,
     limit: Annotated[
-        int | None, typer.Option("--limit", min=1, help="Show at most N rows.")
+        int | None,
+        typer.Option("--limit", min=1, help="Show at most N rows, newest first (turns: 20)."),
     ] = None,
     every: Annotated[
         bool, typer.Option("--all", help="Every checkpoint, not one row per turn.")
@@ -67,7 +71,8 @@ def history(
     as_json: JsonOption = False,
 ) -> None:
     """Show a thread's turns (or checkpoints, or branch tree), newest first."""
-    from app.threads import turn_history
+    from app.threads import load_state
+    from app.timetravel import turn_history
 
     with open_thread(thread, db) as t:
         if tree:
@@ -86,7 +91,13 @@ def history(
             else:
                 out.print(checkpoints_table(thread, rows, t.index.head.checkpoint_id, on_branch))
             return
-        turns = turn_history(t.graph, thread, limit)
+        load_state(t.graph, thread)
+        turns = turn_history(t.graph, t.index, limit or DEFAULT_TURNS_SHOWN)
+        total = len({r.turn for r in t.index.branch() if r.turn is not None})
+    if total > len(turns) and not as_json:
+        err.print(
+            f"[dim]showing the newest {len(turns)} of {total} turns; --limit N for more[/dim]"
+        )
     if as_json:
         out.print_json(json.dumps([turn.as_dict() for turn in turns], ensure_ascii=False))
     else:

@@ -161,10 +161,11 @@ class Repl:
 
     def _history(self) -> None:
         from app.cli_time import history_table
-        from app.threads import turn_history
+        from app.timetravel import CheckpointIndex, turn_history
 
         thread = self.session.thread_id
-        self.out.print(history_table(thread, turn_history(self.session.graph, thread)))
+        index = CheckpointIndex(self.saver.conn, thread)
+        self.out.print(history_table(thread, turn_history(self.session.graph, index)))
 
     def _threads(self) -> None:
         from app.cli import threads_table

@@ -8,12 +8,10 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from langchain_core.messages import AIMessage
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StateSnapshot
 
-from app.errors import ConfigError, UsageError
-from graphs.messages import current_turn
+from app.errors import ConfigError
 from graphs.state import unreadable_reason
 
 GREGORIAN_TO_UNIX_100NS = 0x01B21DD213814000
@@ -28,22 +26,6 @@ class ThreadSummary:
     updated_at: str
     size_bytes: int = 0
     interrupted: bool = False
-
-    def as_dict(self) -> dict:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class TurnSummary:
-    turn: int
-    preview: str
-    status: str
-    steps: int
-    iteration: int
-    retry_count: int
-    tools: list[str]
-    checkpoint_id: str
-    updated_at: str
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -121,49 +103,3 @@ def thread_exists(connection: sqlite3.Connection, thread_id: str) -> bool:
         "SELECT 1 FROM checkpoints WHERE thread_id = ? LIMIT 1", (thread_id,)
     ).fetchone()
     return row is not None
-
-
-def turn_history(
-    graph: CompiledStateGraph, thread_id: str, limit: int | None = None
-) -> list[TurnSummary]:
-    """The thread's turns on the current branch, newest first, each summarised at its last checkpoint."""
-    config = {"configurable": {"thread_id": thread_id}}
-    load_state(graph, thread_id)
-    by_turn: dict[int, list] = {}
-    try:
-        for snapshot in graph.get_state_history(config):
-            # A rollback copy carries no run metadata; its state still knows its turn.
-            turn = (snapshot.metadata or {}).get("turn") or snapshot.values.get("turn")
-            if turn is not None:
-                by_turn.setdefault(turn, []).append(snapshot)
-    except (ValueError, TypeError, KeyError, NotImplementedError) as exc:
-        raise unreadable(thread_id, "in history", f"{type(exc).__name__}: {exc}") from exc
-    if not by_turn:
-        raise UsageError(f"thread {thread_id} has no checkpoints; list threads with `threads list`")
-    turns = sorted(by_turn, reverse=True)[:limit]
-    return [_summarise(turn, by_turn[turn]) for turn in turns]
-
-
-def _summarise(turn: int, snapshots: list) -> TurnSummary:
-    head = snapshots[0]
-    values = head.values
-    turn_messages = values.get("messages", [])
-    tools = [
-        call["name"]
-        for message in current_turn(turn_messages)
-        if isinstance(message, AIMessage)
-        for call in message.tool_calls
-    ]
-    return TurnSummary(
-        turn=turn,
-        preview=next(
-            (s.metadata["preview"] for s in snapshots if (s.metadata or {}).get("preview")), ""
-        ),
-        status=values.get("status") or ("interrupted" if head.next else "answered"),
-        steps=len(snapshots),
-        iteration=values.get("iteration", 0),
-        retry_count=values.get("retry_count", 0),
-        tools=tools,
-        checkpoint_id=head.config["configurable"]["checkpoint_id"],
-        updated_at=checkpoint_time(head.config["configurable"]["checkpoint_id"]),
-    )

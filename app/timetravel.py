@@ -8,16 +8,17 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from langchain_core.messages import AnyMessage
+from langchain_core.messages import AIMessage, AnyMessage
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StateSnapshot
 
 from app.errors import UsageError
 from app.threads import checkpoint_time, load_state, thread_exists, unreadable
 from app.workspace_sync import WorkspaceReport, files_at, restore_workspace
+from graphs.messages import current_turn
 from graphs.state import unreadable_reason
 
 COUNTERS = ("turn", "iteration", "retry_count", "status", "last_error")
@@ -187,6 +188,60 @@ def state_at(graph: CompiledStateGraph, thread_id: str, checkpoint_id: str) -> S
     if reason:
         raise unreadable(thread_id, checkpoint_id, reason)
     return snapshot
+
+
+@dataclass(frozen=True)
+class TurnSummary:
+    turn: int
+    preview: str
+    status: str
+    steps: int
+    iteration: int
+    retry_count: int
+    tools: list[str]
+    checkpoint_id: str
+    updated_at: str
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def turn_history(
+    graph: CompiledStateGraph, index: CheckpointIndex, limit: int | None = None
+) -> list[TurnSummary]:
+    """The turns on the current branch, newest first. Rows come from the index; only the last
+    checkpoint of each turn shown is deserialised, so the first page is cheap on any thread."""
+    groups: dict[int, list[CheckpointRow]] = {}
+    for row in index.branch():
+        if row.turn is not None:
+            groups.setdefault(row.turn, []).append(row)
+    turns = sorted(groups, reverse=True)[:limit]
+    return [_summarise(graph, index.thread_id, turn, groups[turn]) for turn in turns]
+
+
+def _summarise(
+    graph: CompiledStateGraph, thread_id: str, turn: int, rows: list[CheckpointRow]
+) -> TurnSummary:
+    last = rows[-1]
+    snapshot = state_at(graph, thread_id, last.checkpoint_id)
+    values = snapshot.values
+    tools = [
+        call["name"]
+        for message in current_turn(values.get("messages", []))
+        if isinstance(message, AIMessage)
+        for call in message.tool_calls
+    ]
+    return TurnSummary(
+        turn=turn,
+        preview=next((r.preview for r in rows if r.preview), ""),
+        status=values.get("status") or ("interrupted" if snapshot.next else "answered"),
+        steps=len(rows),
+        iteration=values.get("iteration", 0),
+        retry_count=values.get("retry_count", 0),
+        tools=tools,
+        checkpoint_id=last.checkpoint_id,
+        updated_at=last.created_at,
+    )
 
 
 @dataclass
