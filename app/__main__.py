@@ -7,6 +7,8 @@ import sys
 import threading
 
 import click
+import typer
+from typer._click import exceptions as typer_click  # typer vendors its own click
 
 
 def main() -> None:
@@ -18,12 +20,12 @@ def main() -> None:
     except AppError as exc:
         err.print(f"[red]error:[/red] {exc}", highlight=False)
         code = exc.exit_status
-    except click.exceptions.Exit as exc:
+    except (click.exceptions.Exit, typer.Exit) as exc:
         code = exc.exit_code
-    except click.ClickException as exc:
+    except (click.ClickException, typer_click.ClickException) as exc:
         exc.show()
         code = exc.exit_code
-    except (click.exceptions.Abort, KeyboardInterrupt):
+    except (click.exceptions.Abort, typer.Abort, KeyboardInterrupt):
         err.print("[yellow]interrupted[/yellow]")
         code = ExitStatus.INTERRUPTED
     except Exception as exc:

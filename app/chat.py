@@ -26,6 +26,7 @@ from app.threads import load_state
 from graphs.builder import build_graph, recursion_limit
 from graphs.messages import cancelled_results, dangling_tool_calls, new_message_id
 from graphs.state import AgentContext, turn_input
+from graphs.summarize import split_for_summary, summary_update, write_summary
 from tools import SIDE_EFFECT_TOOLS, default_tools
 
 STREAM_MODES = ["updates", "messages", "custom"]
@@ -69,8 +70,11 @@ def clean_input(text: str, max_chars: int) -> str:
 
 
 def make_context(settings: Settings, model: BaseChatModel | None = None) -> AgentContext:
+    model = model or make_chat_model(
+        settings.model_spec, timeout=settings.model_timeout, protocol=settings.tool_protocol
+    )
     return AgentContext(
-        model=model or make_chat_model(settings.model_spec, timeout=settings.model_timeout),
+        model=model,
         tools=default_tools(settings.workspace),
         system_prompt=SYSTEM_PROMPT,
         max_iterations=settings.max_iterations,
@@ -78,6 +82,10 @@ def make_context(settings: Settings, model: BaseChatModel | None = None) -> Agen
         backoff_base=settings.backoff_base,
         backoff_cap=settings.backoff_cap,
         max_tool_result_chars=settings.max_tool_result_chars,
+        max_retry_after=settings.max_retry_after,
+        context_tokens=settings.context_tokens,
+        max_seconds=settings.max_seconds,
+        max_tokens_per_turn=settings.max_tokens_per_turn,
     )
 
 
@@ -174,6 +182,24 @@ class ChatSession:
     def discard(self, renderer: Renderer) -> None:
         with ThreadLock(self.settings.db, self.thread_id):
             self._repair_interrupted(renderer)
+
+    def compact(self, renderer: Renderer) -> int:
+        """Replace older turns with a summary now (REPL /compact); returns the messages replaced."""
+        with ThreadLock(self.settings.db, self.thread_id):
+            state = load_state(self.graph, self.thread_id)
+            # Between turns there is no current turn: keep the last one whole, summarise the rest.
+            older, recent = split_for_summary(state.values.get("messages", []), 0)
+            if not older:
+                raise UsageError("nothing to compact yet: the thread has no earlier turns")
+            summary = write_summary(self.context.model, older)
+            metadata = {k: v for k, v in (state.metadata or {}).items() if k in {"turn", "preview"}}
+            self.graph.update_state(
+                {**self.config, "metadata": {**metadata, "compacted": len(older)}},
+                {"messages": summary_update(summary, recent)},
+                as_node="finalize",
+            )
+            renderer.notice(f"replaced {len(older)} older messages with a summary")
+            return len(older)
 
     def _run_config(self, metadata: dict) -> dict:
         return {

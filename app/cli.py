@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from app.config import Settings, load_settings
@@ -71,6 +72,27 @@ def chat(
     jsonl: Annotated[
         bool, typer.Option("--jsonl", help="Print one JSON event per line on stdout.")
     ] = False,
+    max_seconds: Annotated[
+        float | None,
+        typer.Option(
+            "--max-seconds", min=0.1, help="Wall-time budget per turn (env APP_MAX_SECONDS)."
+        ),
+    ] = None,
+    max_tokens_per_turn: Annotated[
+        int | None,
+        typer.Option(
+            "--max-tokens-per-turn",
+            min=1,
+            help="Model-token budget per turn, where the endpoint reports usage.",
+        ),
+    ] = None,
+    tool_protocol: Annotated[
+        str | None,
+        typer.Option(
+            "--tool-protocol",
+            help="native (tool calling) | react (Thought/Action text) (env APP_TOOL_PROTOCOL).",
+        ),
+    ] = None,
     stream: Annotated[
         StreamStyle,
         typer.Option(
@@ -81,7 +103,14 @@ def chat(
     """Talk to the agent: an interactive REPL, or one message with -m / piped stdin."""
     from app.chat import new_thread_id
 
-    settings = load_settings(model=model, db=db, workspace=workspace)
+    settings = load_settings(
+        model=model,
+        db=db,
+        workspace=workspace,
+        max_seconds=max_seconds,
+        max_tokens_per_turn=max_tokens_per_turn,
+        tool_protocol=tool_protocol,
+    )
     thread_id = thread or new_thread_id()
     if message is None and not sys.stdin.isatty():
         message = sys.stdin.buffer.read().decode("utf-8", "replace")
@@ -172,6 +201,31 @@ def human_bytes(size: int) -> str:
             return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024
     return f"{size:.1f} GB"
+
+
+@app.command()
+def doctor(
+    ping: Annotated[
+        bool, typer.Option("--ping", help="Send one tiny request to the model.")
+    ] = False,
+    db: DbOption = None,
+) -> None:
+    """Print the resolved configuration (secrets masked) and check the database and workspace."""
+    from app import doctor as checks
+
+    settings = load_settings(db=db)
+    table = Table("setting", "value", title="Waypoint configuration")
+    for name, value in checks.configuration(settings):
+        table.add_row(name, value)
+    out.print(table)
+    results = [checks.check_database(settings), checks.check_workspace(settings)]
+    if ping:
+        results.append(checks.ping(settings))
+    for check in results:
+        mark = "[green]ok[/green]" if check.ok else "[red]FAIL[/red]"
+        out.print(f"{mark}  {check.name}: {escape(check.detail)}")
+    if not all(check.ok for check in results):
+        raise typer.Exit(1)
 
 
 # Commands defined in their own modules register themselves on `app` when imported.

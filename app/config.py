@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from app.errors import ConfigError
 
 DEFAULT_OPENAI_MODEL = "openai:gpt-4o-mini"
 
@@ -24,6 +27,11 @@ class Settings(BaseSettings):
     max_tool_result_chars: int = Field(4000, ge=200)
     max_input_chars: int = Field(100_000, ge=100)
     model_timeout: float = Field(60.0, gt=0)
+    max_retry_after: float = Field(60.0, ge=0)
+    context_tokens: int | None = Field(32_000, ge=500)
+    max_seconds: float | None = Field(None, gt=0)
+    max_tokens_per_turn: int | None = Field(None, ge=1)
+    tool_protocol: Literal["native", "react"] = "native"
     busy_timeout: float = Field(5.0, ge=0)
 
     @property
@@ -42,4 +50,11 @@ class Settings(BaseSettings):
 
 def load_settings(**overrides: object) -> Settings:
     """Settings with the CLI's flags applied on top; flags left unset do not override."""
-    return Settings(**{k: v for k, v in overrides.items() if v is not None})
+    try:
+        return Settings(**{k: v for k, v in overrides.items() if v is not None})
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])} (APP_{str(e['loc'][0]).upper()}): {e['msg']}"
+            for e in exc.errors()
+        )
+        raise ConfigError(f"invalid configuration: {problems}") from None

@@ -105,6 +105,12 @@ class ConsoleRenderer:
                 f"[yellow]↻ retry {event['attempt']}/{event['max_attempts']}{wait}[/yellow] "
                 f"[dim]({event['kind']}) {escape(str(event['reason'])[:300])}[/dim]"
             )
+        elif kind == "summarized":
+            self._close_line()
+            self.err.print(
+                f"[dim]⋯ summarised {event['messages_replaced']} older messages to fit the "
+                "context (older checkpoints keep them all)[/dim]"
+            )
         elif kind == "error" and self.debug:
             self.err.print(Text(event["traceback"], style="red"))
 

@@ -22,6 +22,7 @@ Type a message and press Enter. Esc then Enter inserts a newline.
   /new       start a new thread
   /undo      roll back the last turn (and the files it wrote)
   /rewind ID make checkpoint ID the head again (ids: /history, or `history --all`)
+  /compact   replace older turns with a summary now (older checkpoints keep everything)
   /exit      leave (Ctrl-D works too)
 Ctrl-C stops a running turn (what was shown is kept) and returns here.
 Model: {model}"""
@@ -144,6 +145,7 @@ class Repl:
             "/new": self._new,
             "/undo": lambda: self._rollback(turns=1, checkpoint=None),
             "/rewind": lambda: self._rollback(turns=None, checkpoint=argument.strip() or None),
+            "/compact": lambda: self.session.compact(self.renderer()),
         }
         action = actions.get(name)
         if action is None:

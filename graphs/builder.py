@@ -7,8 +7,9 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
 from graphs.nodes import agent, failure_handler, finalize, on_node_error, retry, tools
-from graphs.routing import route_after_agent, route_after_tools
+from graphs.routing import route_after_agent, route_after_tools, route_at_start
 from graphs.state import AgentContext, AgentState
+from graphs.summarize import summarize
 
 
 def build_graph(checkpointer: BaseCheckpointSaver | None = None) -> CompiledStateGraph:
@@ -19,11 +20,13 @@ def build_graph(checkpointer: BaseCheckpointSaver | None = None) -> CompiledStat
     graph.add_node("retry", retry)
     graph.add_node("failure_handler", failure_handler)
     graph.add_node("finalize", finalize)
+    graph.add_node("summarize", summarize)
 
-    graph.add_edge(START, "agent")
+    graph.add_conditional_edges(START, route_at_start)
     graph.add_conditional_edges("agent", route_after_agent)
     graph.add_conditional_edges("tools", route_after_tools)
     graph.add_edge("retry", "agent")
+    graph.add_edge("summarize", "agent")
     graph.add_edge("failure_handler", END)
     graph.add_edge("finalize", END)
     return graph.compile(checkpointer=checkpointer)

@@ -40,7 +40,9 @@ def agent(state: AgentState, runtime: Runtime[AgentContext]) -> dict:
     except Exception as exc:  # the model boundary: every failure is classified and routed
         return update | {"last_error": classify_model_error(exc)}
     reply = _with_id(reply)
-    update |= {"messages": [reply], "last_error": None}
+    tokens = state.get("tokens_used", 0) + _total_tokens(reply)
+    update |= {"messages": [reply], "last_error": None, "tokens_used": tokens}
+    update["budget_exhausted"] = exhausted_budget(state, context, tokens)
     if (state.get("last_error") or {}).get("kind") in MODEL_ERROR_KINDS:
         update["retry_count"] = 0
     if not (reply.tool_calls or reply.invalid_tool_calls):
@@ -60,11 +62,28 @@ def tools(state: AgentState, runtime: Runtime[AgentContext]) -> dict:
         "messages": results,
         "call_signatures": [*(state.get("call_signatures") or []), *signatures],
     }
+    update["budget_exhausted"] = exhausted_budget(state, context, state.get("tokens_used", 0))
     failures = [m for m in results if m.status == "error"]
     if not failures:
         return update | {"last_error": None, "retry_count": 0}
     summary = "; ".join(f"{m.name}: {m.content}" for m in failures)
     return update | {"last_error": LastError(kind="tool", message=summary, retry_after=None)}
+
+
+def exhausted_budget(state: AgentState, context: AgentContext, tokens_used: int) -> str | None:
+    """Which per-turn budget (wall time, model tokens) is used up, if any."""
+    started = state.get("turn_started_at")
+    limit = context.max_seconds
+    if limit is not None and started is not None and context.clock() - started > limit:
+        return "time"
+    if context.max_tokens_per_turn is not None and tokens_used > context.max_tokens_per_turn:
+        return "tokens"
+    return None
+
+
+def _total_tokens(reply: AIMessage) -> int:
+    usage = reply.usage_metadata or {}
+    return int(usage.get("total_tokens") or 0)
 
 
 def retry(state: AgentState, runtime: Runtime[AgentContext]) -> dict:
@@ -103,12 +122,24 @@ def failure_handler(state: AgentState, runtime: Runtime[AgentContext]) -> dict:
         kind="internal", message="the turn failed for an unknown reason", retry_after=None
     )
     closing = cancelled_results(dangling_tool_calls(state["messages"]), "the turn failed")
-    text = failure_text(error, state.get("retry_count", 0), runtime.context.max_retries)
+    context = runtime.context
+    text = failure_text(
+        error, state.get("retry_count", 0), context.max_retries, context.max_retry_after
+    )
     reply = AIMessage(content=text, id=new_message_id("ai"))
     return {"messages": [*closing, reply], "status": "failed"}
 
 
-def failure_text(error: LastError, attempts: int, max_retries: int) -> str:
+def failure_text(
+    error: LastError, attempts: int, max_retries: int, max_retry_after: float = 60.0
+) -> str:
+    retry_after = error.get("retry_after")
+    if retry_after is not None and retry_after > max_retry_after:
+        return (
+            f"The model endpoint is rate limited; retry after {retry_after:.0f} s "
+            f"(longer than the {max_retry_after:.0f} s Waypoint waits): {error['message']}\n"
+            "Send your message again later."
+        )
     tried = f"after {attempts + 1} attempts" if attempts else "on the first attempt"
     advice = {
         "model_transient": "Check that the model endpoint is up, then send your message again.",
@@ -131,8 +162,7 @@ def failure_text(error: LastError, attempts: int, max_retries: int) -> str:
 
 def finalize(state: AgentState, runtime: Runtime[AgentContext]) -> dict:
     """Budget spent or a loop detected: close open calls, then one last answer without tools."""
-    status = "loop_detected" if is_looping(state) else "max_iterations"
-    reason = "a repeated identical tool call" if status == "loop_detected" else "the step budget"
+    status, reason = stop_reason(state, runtime.context)
     closing = cancelled_results(dangling_tool_calls(state["messages"]), f"stopped by {reason}")
     messages = [*state["messages"], *closing]
     try:
@@ -145,6 +175,18 @@ def finalize(state: AgentState, runtime: Runtime[AgentContext]) -> dict:
     if not str(answer.content).strip():
         answer = AIMessage(content=budget_text(messages, reason), id=new_message_id("ai"))
     return {"messages": [*closing, answer], "status": status}
+
+
+def stop_reason(state: AgentState, context: AgentContext) -> tuple[str, str]:
+    """(status, words for the user) of a turn that finalize ends early."""
+    if is_looping(state):
+        return "loop_detected", "a repeated identical tool call"
+    budget = state.get("budget_exhausted")
+    if budget == "time":
+        return "budget_exhausted", f"the time budget ({context.max_seconds:g} s per turn)"
+    if budget == "tokens":
+        return "budget_exhausted", f"the token budget ({context.max_tokens_per_turn} per turn)"
+    return "max_iterations", "the step budget"
 
 
 def budget_text(messages: list[AnyMessage], reason: str) -> str:

@@ -15,7 +15,10 @@ from langgraph.channels import DeltaChannel
 from langgraph.graph import add_messages
 
 ErrorKind = Literal["model_transient", "model_fatal", "tool", "context_overflow", "internal"]
-TurnStatus = Literal["answered", "failed", "max_iterations", "loop_detected", "cancelled"]
+TurnStatus = Literal[
+    "answered", "failed", "max_iterations", "loop_detected", "budget_exhausted", "cancelled"
+]
+Budget = Literal["time", "tokens"]
 
 
 class LastError(TypedDict):
@@ -41,6 +44,9 @@ class AgentState(TypedDict):
     last_error: NotRequired[LastError | None]
     call_signatures: NotRequired[list[str]]
     status: NotRequired[TurnStatus | None]
+    turn_started_at: NotRequired[float]
+    tokens_used: NotRequired[int]
+    budget_exhausted: NotRequired[Budget | None]
 
 
 @dataclass(frozen=True)
@@ -55,7 +61,13 @@ class AgentContext:
     backoff_base: float = 0.5
     backoff_cap: float = 8.0
     max_tool_result_chars: int = 4000
+    max_retry_after: float = 60.0
+    context_tokens: int | None = None
+    keep_recent_turns: int = 1
+    max_seconds: float | None = None
+    max_tokens_per_turn: int | None = None
     sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
+    clock: Callable[[], float] = field(default=time.time, repr=False)
 
     @functools.cached_property
     def tools_by_name(self) -> dict[str, BaseTool]:
@@ -73,9 +85,12 @@ def unreadable_reason(values: dict) -> str | None:
     return None
 
 
-def turn_input(message: AnyMessage, turn: int) -> dict:
+def turn_input(message: AnyMessage, turn: int, started_at: float | None = None) -> dict:
     """The input of a new user turn: the message plus every per-turn counter reset."""
     return {
+        "turn_started_at": time.time() if started_at is None else started_at,
+        "tokens_used": 0,
+        "budget_exhausted": None,
         "messages": [message],
         "turn": turn,
         "iteration": 0,

@@ -794,11 +794,15 @@ def test_graph_topology_is_pinned() -> None:
         "retry",
         "failure_handler",
         "finalize",
+        "summarize",
         "__end__",
         "__default_error_handler__",
     }
     assert {(e.source, e.target, e.conditional) for e in drawn.edges} == {
-        ("__start__", "agent", False),
+        ("__start__", "agent", True),
+        ("__start__", "summarize", True),
+        ("agent", "summarize", True),
+        ("summarize", "agent", False),
         ("agent", "tools", True),
         ("agent", "retry", True),
         ("agent", "failure_handler", True),
@@ -812,4 +816,4 @@ def test_graph_topology_is_pinned() -> None:
         ("failure_handler", "__end__", False),
         ("finalize", "__end__", False),
     }
-    assert len(drawn.edges) == 13
+    assert len(drawn.edges) == 16

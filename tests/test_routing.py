@@ -153,6 +153,7 @@ def test_router_literals_name_every_branch() -> None:
     assert set(typing.get_args(after_agent)) == {
         "tools",
         "retry",
+        "summarize",
         "failure_handler",
         "finalize",
         "__end__",

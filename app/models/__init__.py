@@ -2,15 +2,31 @@
 
 from __future__ import annotations
 
+import os
+
 from langchain_core.language_models import BaseChatModel
 
 from app.errors import ConfigError
 
+TOOL_PROTOCOLS = ("native", "react")
+
 
 def make_chat_model(
-    spec: str, *, timeout: float = 60.0, base_url: str | None = None
+    spec: str, *, timeout: float = 60.0, base_url: str | None = None, protocol: str = "native"
 ) -> BaseChatModel:
-    """Build the chat model named by `spec`; unknown specs are a configuration error."""
+    """Build the chat model named by `spec`; `protocol="react"` drives tools through ReAct text for
+    endpoints without native tool calling. Unknown specs are a configuration error."""
+    if protocol not in TOOL_PROTOCOLS:
+        raise ConfigError(f"unknown tool protocol '{protocol}'; use 'native' or 'react'")
+    model = _base_model(spec, timeout=timeout, base_url=base_url)
+    if protocol == "react":
+        from app.models.react import wrap_react
+
+        return wrap_react(model)
+    return model
+
+
+def _base_model(spec: str, *, timeout: float, base_url: str | None) -> BaseChatModel:
     if spec == "offline":
         from app.models.offline import OfflineChatModel
 
@@ -24,9 +40,19 @@ def make_chat_model(
 
 
 def _openai(name: str, *, timeout: float, base_url: str | None) -> BaseChatModel:
+    """ChatOpenAI with its own retries off: the graph's retry node owns retries, visibly."""
     from langchain_openai import ChatOpenAI
 
     options: dict = {"model": name, "timeout": timeout, "max_retries": 0, "streaming": True}
+    base_url = base_url or os.environ.get("OPENAI_BASE_URL")
     if base_url:
+        # Compatible servers (Ollama, vLLM, llama.cpp, LM Studio) speak Chat Completions only.
         options |= {"base_url": base_url, "use_responses_api": False}
+    if not os.environ.get("OPENAI_API_KEY"):
+        if not base_url:
+            raise ConfigError(
+                f"model openai:{name} needs OPENAI_API_KEY (or OPENAI_BASE_URL for a local "
+                "OpenAI-compatible server); or use --model offline"
+            )
+        options["api_key"] = "not-needed"  # local servers often take no key; the client wants one
     return ChatOpenAI(**options)

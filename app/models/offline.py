@@ -19,6 +19,7 @@ from langchain_core.messages import (
     AIMessageChunk,
     BaseMessage,
     HumanMessage,
+    SystemMessage,
     ToolCall,
     ToolMessage,
 )
@@ -28,6 +29,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from app.models import answers
 from app.models.facts import asked_fact, recall, stated_facts
 from app.models.intents import Intent, is_chinese, parse_request
+from graphs.summarize import SUMMARIZE_INSTRUCTION, is_summary
 
 OFFLINE_NOTICE = (
     "offline: Waypoint's embedded intent planner (deterministic, no network) — not a language model"
@@ -73,11 +75,13 @@ class OfflineChatModel(BaseChatModel):
 
     def plan(self, messages: Sequence[BaseMessage]) -> AIMessage:
         """The next message: tool calls for the first step not yet run, else the final answer."""
+        if _asks_for_summary(messages):
+            return _answer(extractive_summary(str(messages[-1].content)), messages)
         turn_start = _last_human_index(messages)
         if turn_start is None:
             return _answer(answers.fallback(chinese=False), messages)
         request = str(messages[turn_start].content)
-        earlier = [str(m.content) for m in messages[:turn_start] if isinstance(m, HumanMessage)]
+        earlier = _earlier_user_texts(messages[:turn_start])
         turn = list(messages[turn_start + 1 :])
         steps = _Walk(
             request, turn, earlier_messages=list(messages[:turn_start]), tools=set(self.bound_tools)
@@ -242,6 +246,38 @@ def _json(content: object) -> dict | None:
     except ValueError:
         return None
     return value if isinstance(value, dict) else None
+
+
+def _earlier_user_texts(messages: Sequence[BaseMessage]) -> list[str]:
+    """What the user said before this turn, including what a summary kept of older turns."""
+    texts = []
+    for message in messages:
+        if isinstance(message, HumanMessage):
+            texts.append(str(message.content))
+        elif is_summary(message):
+            texts += [
+                line.split("user: ", 1)[1]
+                for line in str(message.content).splitlines()
+                if "user: " in line
+            ]
+    return texts
+
+
+def _asks_for_summary(messages: Sequence[BaseMessage]) -> bool:
+    return (
+        bool(messages)
+        and isinstance(messages[0], SystemMessage)
+        and (messages[0].content == SUMMARIZE_INSTRUCTION)
+    )
+
+
+def extractive_summary(transcript: str, limit: int = 160) -> str:
+    """What the user said (so stated facts survive, verbatim) and each tool result, shortened."""
+    kept = []
+    for line in transcript.splitlines():
+        if line.startswith(("user: ", "earlier summary: ", "tool result")):
+            kept.append(line if len(line) <= limit else line[:limit] + "…")
+    return "\n".join(kept) or "(nothing to summarise)"
 
 
 def _last_human_index(messages: Sequence[BaseMessage]) -> int | None:

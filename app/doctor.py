@@ -1,0 +1,101 @@
+"""`doctor`: the resolved configuration, the database's and workspace's health, and an endpoint ping."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from dataclasses import dataclass
+
+from app.config import Settings
+from app.errors import AppError
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+
+def mask(secret: str | None) -> str:
+    if not secret:
+        return "(not set)"
+    return f"{secret[:3]}…{secret[-4:]}" if len(secret) > 10 else "****"
+
+
+def configuration(settings: Settings) -> list[tuple[str, str]]:
+    return [
+        ("model", settings.model_spec),
+        ("tool protocol", settings.tool_protocol),
+        ("OPENAI_BASE_URL", os.environ.get("OPENAI_BASE_URL") or "(not set)"),
+        ("OPENAI_API_KEY", mask(os.environ.get("OPENAI_API_KEY"))),
+        ("database", str(settings.db.resolve())),
+        ("workspace", str(settings.workspace.resolve())),
+        ("max iterations / retries", f"{settings.max_iterations} / {settings.max_retries}"),
+        ("backoff base / cap", f"{settings.backoff_base:g} s / {settings.backoff_cap:g} s"),
+        ("max Retry-After waited", f"{settings.max_retry_after:g} s"),
+        (
+            "context budget",
+            f"{settings.context_tokens} tokens" if settings.context_tokens else "off",
+        ),
+        (
+            "turn budgets",
+            f"time {settings.max_seconds or 'off'}, tokens {settings.max_tokens_per_turn or 'off'}",
+        ),
+        ("model timeout", f"{settings.model_timeout:g} s"),
+    ]
+
+
+def check_database(settings: Settings) -> Check:
+    from app.store import open_checkpointer
+
+    if not settings.db.exists():
+        return Check(
+            "database", True, f"{settings.db} does not exist yet; the first chat creates it"
+        )
+    try:
+        with open_checkpointer(settings.db, settings.busy_timeout) as saver:
+            verdict = saver.conn.execute("PRAGMA quick_check").fetchone()[0]
+            mode = saver.conn.execute("PRAGMA journal_mode").fetchone()[0]
+            threads = saver.conn.execute(
+                "SELECT COUNT(DISTINCT thread_id) FROM checkpoints"
+            ).fetchone()[0]
+    except (AppError, sqlite3.Error) as exc:
+        return Check("database", False, str(exc))
+    size = settings.db.stat().st_size
+    ok = verdict == "ok"
+    return Check(
+        "database", ok, f"{threads} thread(s), {size:,} bytes, journal {mode}, integrity {verdict}"
+    )
+
+
+def check_workspace(settings: Settings) -> Check:
+    root = settings.workspace
+    if not root.exists():
+        return Check("workspace", True, f"{root} does not exist yet; the file tools create it")
+    if not root.is_dir():
+        return Check("workspace", False, f"{root} is not a directory")
+    writable = os.access(root, os.W_OK | os.X_OK)
+    return Check("workspace", writable, "writable" if writable else f"{root} is not writable")
+
+
+def ping(settings: Settings) -> Check:
+    """One tiny request through the configured model, with its outcome classified."""
+    from langchain_core.messages import HumanMessage
+
+    from app.models import make_chat_model
+    from graphs.model_errors import classify_model_error
+
+    try:
+        model = make_chat_model(settings.model_spec, timeout=min(settings.model_timeout, 20))
+        started = time.perf_counter()
+        reply = model.invoke([HumanMessage("Reply with the single word: pong")])
+    except AppError as exc:
+        return Check("ping", False, str(exc))
+    except Exception as exc:  # the outcome of the ping is what doctor reports
+        error = classify_model_error(exc)
+        return Check("ping", False, f"{error['kind']}: {error['message']}")
+    elapsed = (time.perf_counter() - started) * 1000
+    text = str(reply.content).strip().replace("\n", " ")
+    return Check("ping", True, f"answered in {elapsed:.0f} ms: {text[:60]!r}")
