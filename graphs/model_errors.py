@@ -13,6 +13,12 @@ FATAL_ADVICE = {
     403: "the key is not allowed to use this model; check the key's permissions",
     404: "the model or URL was not found; check --model and OPENAI_BASE_URL",
 }
+# What langchain raises (as plain ValueErrors) for a 200 whose body is not a completion: a streamed
+# body with no parsable SSE event (langchain-core), a non-JSON body (langchain-openai).
+INVALID_RESPONSE_MESSAGES = (
+    "No generations found in stream",
+    "Unexpected response type from OpenAI-compatible endpoint",
+)
 
 
 def classify_model_error(exc: BaseException) -> LastError:
@@ -68,7 +74,9 @@ def _is_context_overflow(exc: BaseException) -> bool:
 
 
 def _is_invalid_response(exc: BaseException) -> bool:
-    return isinstance(exc, json.JSONDecodeError | IndexError)
+    if isinstance(exc, json.JSONDecodeError | IndexError):
+        return True
+    return isinstance(exc, ValueError) and any(m in str(exc) for m in INVALID_RESPONSE_MESSAGES)
 
 
 def _is_network_error(exc: BaseException) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import traceback
 from typing import Literal
@@ -40,6 +41,12 @@ def agent(state: AgentState, runtime: Runtime[AgentContext]) -> dict:
     except Exception as exc:  # the model boundary: every failure is classified and routed
         return update | {"last_error": classify_model_error(exc)}
     reply = _with_id(reply)
+    if is_empty(reply):
+        problem = "invalid response from endpoint: an empty reply (no text, no tool calls)"
+        return update | {
+            "last_error": LastError(kind="model_transient", message=problem, retry_after=None)
+        }
+    reply = _cut_off_calls_invalid(reply)
     tokens = state.get("tokens_used", 0) + _total_tokens(reply)
     update |= {"messages": [reply], "last_error": None, "tokens_used": tokens}
     update["budget_exhausted"] = exhausted_budget(state, context, tokens)
@@ -48,6 +55,31 @@ def agent(state: AgentState, runtime: Runtime[AgentContext]) -> dict:
     if not (reply.tool_calls or reply.invalid_tool_calls):
         update["status"] = "answered"
     return update
+
+
+def is_empty(reply: AIMessage) -> bool:
+    return not str(reply.content).strip() and not reply.tool_calls and not reply.invalid_tool_calls
+
+
+def _cut_off_calls_invalid(reply: AIMessage) -> AIMessage:
+    """Tool calls in a reply cut off by the token limit may be truncated (LangChain repairs partial
+    JSON): never run them; the model is told and sends them again."""
+    if reply.response_metadata.get("finish_reason") != "length" or not reply.tool_calls:
+        return reply
+    invalid = [
+        {
+            "name": c["name"],
+            "args": json.dumps(c["args"], ensure_ascii=False),
+            "id": c["id"],
+            "error": "the reply was cut off by the output token limit (finish_reason=length), so "
+            "this call may be incomplete; it was not run. Send it again, shorter",
+            "type": "invalid_tool_call",
+        }
+        for c in reply.tool_calls
+    ]
+    return reply.model_copy(
+        update={"tool_calls": [], "invalid_tool_calls": [*reply.invalid_tool_calls, *invalid]}
+    )
 
 
 def tools(state: AgentState, runtime: Runtime[AgentContext]) -> dict:

@@ -1,0 +1,413 @@
+"""A real OpenAI-compatible HTTP server on 127.0.0.1 that plays a per-test script of replies and faults,
+and records every request it received (the `openai_server` fixture, or `with OpenAIServer() as s`)."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+COMPLETIONS_PATH = "/v1/chat/completions"
+EXHAUSTED = "script exhausted"
+JOIN_TIMEOUT = 5.0
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One scripted response. Build it with the helpers below, not directly."""
+
+    kind: str  # message | error | raw | empty_choices | hang
+    content: str = ""
+    tool_calls: tuple[tuple[str, str, str], ...] = ()  # (id, name, arguments JSON text)
+    finish_reason: str | None = None
+    usage: dict[str, int] | None = None
+    chunks: int = 3
+    status: int = 200
+    body: str = ""
+    content_type: str = "application/json"
+    headers: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+def text(
+    content: str,
+    *,
+    finish_reason: str = "stop",
+    usage: dict[str, int] | None = None,
+    chunks: int = 3,
+) -> Reply:
+    """An assistant answer; streamed as `chunks` content deltas when the request asks for a stream."""
+    return Reply(
+        "message", content=content, finish_reason=finish_reason, usage=usage, chunks=chunks
+    )
+
+
+def tool_call(name: str, arguments: dict | str, call_id: str = "call_1") -> tuple[str, str, str]:
+    """One call for `tool_calls`; `arguments` as a string is sent verbatim (e.g. broken JSON)."""
+    raw = arguments if isinstance(arguments, str) else json.dumps(arguments)
+    return (call_id, name, raw)
+
+
+def tool_calls(
+    *calls: tuple[str, str, str],
+    content: str = "",
+    finish_reason: str = "tool_calls",
+    usage: dict[str, int] | None = None,
+    chunks: int = 3,
+) -> Reply:
+    """Assistant tool calls; streamed with each call's arguments split across `chunks` deltas."""
+    return Reply(
+        "message",
+        content=content,
+        tool_calls=calls,
+        finish_reason=finish_reason,
+        usage=usage,
+        chunks=chunks,
+    )
+
+
+def error(
+    status: int,
+    message: str,
+    *,
+    type: str = "api_error",
+    code: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> Reply:
+    """An HTTP error with an OpenAI-style body: {"error": {"message", "type", "code"}}."""
+    body = json.dumps({"error": {"message": message, "type": type, "param": None, "code": code}})
+    return Reply("error", status=status, body=body, headers=headers or {})
+
+
+def raw(
+    status: int,
+    body: str,
+    content_type: str = "text/html",
+    headers: dict[str, str] | None = None,
+) -> Reply:
+    """Any body with any status and content type (an HTML 503 page, a non-JSON 200)."""
+    return Reply("raw", status=status, body=body, content_type=content_type, headers=headers or {})
+
+
+def empty_choices() -> Reply:
+    """A well-formed completion whose `choices` list is empty (streamed: chunks without choices)."""
+    return Reply("empty_choices")
+
+
+def hang(seconds: float = 30.0) -> Reply:
+    """Accept the request and answer nothing for `seconds` (or until the server stops)."""
+    return Reply("hang", seconds=seconds)
+
+
+@dataclass(frozen=True)
+class Recorded:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any  # the parsed JSON body, or the raw text when it is not JSON
+    outcome: str  # kind of the scripted reply that answered it, or "exhausted" / "not_found"
+    reply: Reply | None = None
+
+    @property
+    def messages(self) -> list[dict]:
+        return self.body.get("messages", []) if isinstance(self.body, dict) else []
+
+    @property
+    def stream(self) -> bool:
+        return isinstance(self.body, dict) and bool(self.body.get("stream"))
+
+
+class OpenAIServer:
+    """Serves `POST /v1/chat/completions` from `script` (a queue) and records every request."""
+
+    def __init__(self, script: list[Reply] | None = None) -> None:
+        self.script: list[Reply] = list(script or [])
+        self.requests: list[Recorded] = []
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._handlers: list[threading.Thread] = []
+        self._ids = itertools.count(1)
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # --- script and record ------------------------------------------------------------------
+
+    def add(self, *replies: Reply) -> OpenAIServer:
+        with self._lock:
+            self.script.extend(replies)
+        return self
+
+    @property
+    def base_url(self) -> str:
+        assert self._httpd is not None, "the server is not running"
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    @property
+    def completions(self) -> list[Recorded]:
+        """Requests to the completions endpoint: one per HTTP attempt of the client."""
+        return [r for r in self.requests if r.path == COMPLETIONS_PATH]
+
+    @property
+    def exhausted(self) -> list[Recorded]:
+        return [r for r in self.requests if r.outcome == "exhausted"]
+
+    def assert_done(self) -> None:
+        """Every scripted reply was used and no request found the script empty."""
+        assert not self.exhausted, (
+            f"{len(self.exhausted)} request(s) arrived after the script ran dry"
+        )
+        assert not self.script, f"{len(self.script)} scripted replies were never requested"
+
+    def discard_unused(self) -> list[Reply]:
+        """Take back the replies nobody asked for (e.g. a success scripted after a fatal error)."""
+        with self._lock:
+            unused, self.script = self.script, []
+        return unused
+
+    def _next(self, recorded: dict) -> Reply | None:
+        with self._lock:
+            reply = self.script.pop(0) if self.script else None
+            outcome = reply.kind if reply else "exhausted"
+            self.requests.append(Recorded(**recorded, outcome=outcome, reply=reply))
+            return reply
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    def start(self) -> OpenAIServer:
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self._httpd.daemon_threads = True  # never keeps the interpreter alive; joined in stop()
+        self._httpd.block_on_close = False
+        self._httpd.owner = self  # type: ignore[attr-defined]
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="openai-server",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Wake hanging handlers, stop accepting, and wait (bounded) for every thread to end."""
+        if self._httpd is None:
+            return
+        self._stopping.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        deadline = time.monotonic() + JOIN_TIMEOUT
+        for thread in [self._thread, *self._handlers]:
+            if thread is not None:
+                thread.join(max(0.0, deadline - time.monotonic()))
+        alive = [t.name for t in [self._thread, *self._handlers] if t is not None and t.is_alive()]
+        self._httpd = None
+        assert not alive, f"server threads still running after stop: {alive}"
+
+    def __enter__(self) -> OpenAIServer:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    timeout = 10  # a client that stops reading cannot pin a handler thread
+
+    @property
+    def owner(self) -> OpenAIServer:
+        return self.server.owner  # type: ignore[attr-defined]
+
+    def handle(self) -> None:
+        with self.owner._lock:
+            self.owner._handlers.append(threading.current_thread())
+        # The client may give up (timeout, cancelled stream): then there is nothing left to answer.
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError, TimeoutError):
+            super().handle()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self._record_other()
+
+    def do_POST(self) -> None:
+        if self.path != COMPLETIONS_PATH:
+            self._record_other()
+            return
+        length = int(self.headers.get("content-length") or 0)
+        raw_body = self.rfile.read(length).decode("utf-8", "replace")
+        try:
+            body: Any = json.loads(raw_body)
+        except ValueError:
+            body = raw_body
+        recorded = {
+            "method": "POST",
+            "path": self.path,
+            "headers": {k.lower(): v for k, v in self.headers.items()},
+            "body": body,
+        }
+        reply = self.owner._next(recorded)
+        if reply is None:
+            message = f"{EXHAUSTED}: request {len(self.owner.requests)} had no scripted reply"
+            self._send(500, _error_body(message, "server_error", EXHAUSTED))
+            return
+        stream = isinstance(body, dict) and bool(body.get("stream"))
+        include_usage = stream and bool((body.get("stream_options") or {}).get("include_usage"))
+        self._play(reply, stream, include_usage, str(body.get("model", "")))
+
+    def _record_other(self) -> None:
+        with self.owner._lock:
+            self.owner.requests.append(
+                Recorded(self.command, self.path, dict(self.headers), None, "not_found")
+            )
+        message = f"no route for {self.command} {self.path}"
+        self._send(404, _error_body(message, "invalid_request_error", "not_found"))
+
+    def _play(self, reply: Reply, stream: bool, include_usage: bool, model: str) -> None:
+        completion_id = f"chatcmpl-{next(self.owner._ids)}"
+        if reply.kind == "hang":
+            self.owner._stopping.wait(reply.seconds)
+            self.close_connection = True  # no response at all: the client must time out
+            return
+        if reply.kind in {"error", "raw"}:
+            self._send(reply.status, reply.body, reply.content_type, reply.headers)
+        elif stream:
+            events = _chunks(reply, completion_id, model, include_usage)
+            self._send_stream([*(json.dumps(e) for e in events), "[DONE]"])
+        elif reply.kind == "empty_choices":
+            self._send(200, json.dumps(_completion(completion_id, model, [], None)))
+        else:
+            choice = {
+                "index": 0,
+                "message": _message(reply),
+                "finish_reason": reply.finish_reason,
+                "logprobs": None,
+            }
+            self._send(200, json.dumps(_completion(completion_id, model, [choice], reply.usage)))
+
+    def _send(
+        self,
+        status: int,
+        body: str,
+        content_type: str = "application/json",
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        data = body.encode()
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Connection", "close")
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+        self.close_connection = True
+
+    def _send_stream(self, events: list[str]) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        for event in events:
+            data = f"data: {event}\n\n".encode()
+            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            self.wfile.flush()
+        self.wfile.write(b"0\r\n\r\n")
+        self.close_connection = True
+
+
+def _error_body(message: str, type_: str, code: str) -> str:
+    return json.dumps({"error": {"message": message, "type": type_, "param": None, "code": code}})
+
+
+def _completion(completion_id: str, model: str, choices: list, usage: dict | None) -> dict:
+    body = {
+        "id": completion_id,
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": choices,
+    }
+    return body | ({"usage": _usage(usage)} if usage else {})
+
+
+def _usage(usage: dict[str, int]) -> dict[str, int]:
+    prompt, completion = usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
+    return {"prompt_tokens": prompt, "completion_tokens": completion} | {
+        "total_tokens": usage.get("total_tokens", prompt + completion)
+    }
+
+
+def _message(reply: Reply) -> dict:
+    message: dict[str, Any] = {"role": "assistant", "content": reply.content or None}
+    if reply.tool_calls:
+        message["tool_calls"] = [
+            {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
+            for call_id, name, args in reply.tool_calls
+        ]
+    return message
+
+
+def _chunks(reply: Reply, completion_id: str, model: str, include_usage: bool) -> Iterator[dict]:
+    """The SSE events of one reply, shaped like OpenAI's: role first, deltas, finish, usage."""
+
+    def chunk(choices: list, **extra: Any) -> dict:
+        return {
+            "id": completion_id,
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": model,
+            "choices": choices,
+        } | extra
+
+    def delta(fields: dict, finish_reason: str | None = None) -> list:
+        return [{"index": 0, "delta": fields, "finish_reason": finish_reason, "logprobs": None}]
+
+    if reply.kind == "empty_choices":
+        yield chunk([])
+        return
+    yield chunk(delta({"role": "assistant", "content": ""}))
+    for piece in _split(reply.content, reply.chunks):
+        yield chunk(delta({"content": piece}))
+    for index, (call_id, name, args) in enumerate(reply.tool_calls):
+        opening = {"index": index, "id": call_id, "type": "function"}
+        yield chunk(
+            delta({"tool_calls": [opening | {"function": {"name": name, "arguments": ""}}]})
+        )
+        for piece in _split(args, reply.chunks):
+            yield chunk(delta({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}))
+    usage = _usage(reply.usage) if reply.usage else None
+    if usage and not include_usage:
+        yield chunk(delta({}, reply.finish_reason), usage=usage)  # vLLM-style: usage on the last
+        return
+    yield chunk(delta({}, reply.finish_reason))
+    if usage:
+        yield chunk([], usage=usage)
+
+
+def _split(text: str, parts: int) -> list[str]:
+    if not text:
+        return []
+    size = max(1, -(-len(text) // max(1, parts)))
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+@pytest.fixture
+def openai_server() -> Iterator[OpenAIServer]:
+    """A running server; the test fails at teardown if any request found the script empty."""
+    with OpenAIServer() as server:
+        yield server
+        assert not server.exhausted, (
+            f"{len(server.exhausted)} request(s) arrived after the script ran dry: "
+            + "; ".join(str(r.messages[-1:]) for r in server.exhausted)
+        )
