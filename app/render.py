@@ -45,7 +45,11 @@ def update_dict(update: Any) -> Any:
 
 
 class ConsoleRenderer:
-    """Answers on stdout; tool cards, retries and progress on stderr (`out` and `err` consoles)."""
+    """Answers on stdout; tool cards, retries and progress on stderr (`out` and `err` consoles).
+
+    On a terminal, model tokens are shown as they arrive. When stdout is piped, it receives exactly
+    the answers: text that came with tool calls (a model "thinking aloud") goes to stderr instead.
+    """
 
     def __init__(
         self, out: Console, err: Console, *, show_updates: bool = False, debug: bool = False
@@ -56,6 +60,7 @@ class ConsoleRenderer:
         self._streamed: set[str] = set()
         self._partial: list[str] = []
         self._line_open = False
+        self.live = out.is_terminal
 
     def event(self, mode: str, payload: Any) -> None:
         if mode == "messages":
@@ -83,9 +88,11 @@ class ConsoleRenderer:
             return
         if metadata.get("langgraph_node") not in ANSWER_NODES or not chunk.content:
             return
+        self._partial.append(chunk.content)
+        if not self.live:
+            return
         if chunk.id:
             self._streamed.add(chunk.id)
-        self._partial.append(chunk.content)
         self.out.print(chunk.content, end="", markup=False, highlight=False, soft_wrap=True)
         self._line_open = True
 
@@ -158,6 +165,8 @@ class ConsoleRenderer:
             self.err.print(
                 Panel(escape(text), title="turn failed", border_style="red", title_align="left")
             )
+        elif message.tool_calls or message.invalid_tool_calls:
+            self.err.print(Text(text, style="dim italic"))
         else:
             self.out.print(text, markup=False, highlight=False)
 

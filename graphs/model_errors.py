@@ -34,6 +34,8 @@ def classify_model_error(exc: BaseException) -> LastError:
         return _error("model_fatal", f"HTTP {status}: {advice} ({detail})")
     if _is_invalid_response(exc):
         return _error("model_transient", f"invalid response from endpoint: {detail}")
+    if _is_timeout(exc):
+        return _error("model_transient", f"the model endpoint did not answer in time: {detail}")
     if _is_network_error(exc):
         return _error("model_transient", f"could not reach the model endpoint: {detail}")
     return _error("model_fatal", f"the model call failed: {detail}")
@@ -77,6 +79,11 @@ def _is_invalid_response(exc: BaseException) -> bool:
     if isinstance(exc, json.JSONDecodeError | IndexError):
         return True
     return isinstance(exc, ValueError) and any(m in str(exc) for m in INVALID_RESPONSE_MESSAGES)
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    return isinstance(exc, TimeoutError) or bool(names & {"APITimeoutError", "TimeoutException"})
 
 
 def _is_network_error(exc: BaseException) -> bool:

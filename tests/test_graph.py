@@ -349,7 +349,7 @@ def test_transient_model_errors_back_off_with_the_injected_sleep(
             "max_attempts": 3,
             "wait": wait,
             "kind": "model_transient",
-            "reason": "could not reach the model endpoint: read timed out",
+            "reason": "the model endpoint did not answer in time: read timed out",
         }
         for attempt, wait in ((1, 0.5), (2, 1.0))
     ]
@@ -445,7 +445,7 @@ def test_transient_model_errors_beyond_the_budget_fail_the_turn(tools: list[Base
     assert values["status"] == "failed"
     assert values["messages"][-1].content == (
         "The model call kept failing after 3 attempts (retry budget 2): "
-        "could not reach the model endpoint: down\n"
+        "the model endpoint did not answer in time: down\n"
         "Check that the model endpoint is up, then send your message again."
     )
     model.assert_done()

@@ -350,7 +350,7 @@ def test_hang_times_out_and_is_retried(session: Session, openai_server: OpenAISe
     [retry] = session.retries()
     assert (retry["kind"], retry["reason"]) == (
         "model_transient",
-        "could not reach the model endpoint: Request timed out.",
+        "the model endpoint did not answer in time: Request timed out.",
     )
     assert_next_turn_works(session, openai_server)
 
@@ -657,3 +657,36 @@ def test_cli_reports_a_rejected_key_and_the_thread_goes_on(
     assert [m["role"] for m in sent] == ["system", "user", "assistant", "user"]
     assert "check OPENAI_API_KEY" in sent[2]["content"]
     openai_server.assert_done()
+
+
+def test_cli_react_protocol_with_a_correction(
+    openai_server: OpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", openai_server.base_url)
+    openai_server.add(
+        text("Thought: I need the calculator\nAction: calculator\nAction Input: {oops"),
+        text('Thought: fixed\nAction: calculator\nAction Input: {"expression": "6*7"}'),
+        text("Thought: done\nFinal Answer: 6 times 7 is 42."),
+    )
+
+    result = run_cli(
+        "chat",
+        "-t",
+        "r",
+        "--tool-protocol",
+        "react",
+        "--model",
+        "openai:m",
+        "-m",
+        "what is 6 times 7?",
+    )
+
+    assert (result.returncode, result.stdout.decode()) == (0, "6 times 7 is 42.\n")
+    assert "retry 1/" in result.stderr.decode()
+    requests = openai_server.completions
+    assert len(requests) == 3
+    assert all("tools" not in r.body for r in requests)  # no native tool calling is used
+    assert "Action Input" in requests[0].messages[0]["content"]  # the protocol is in the prompt
+    assert "calculator" in requests[0].messages[0]["content"]
+    assert requests[2].messages[-1]["content"] == "Observation: 42"
+    assert requests[1].messages[-1]["role"] == "user"  # the parse error went back as an observation

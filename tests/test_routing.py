@@ -218,7 +218,10 @@ def test_call_signature_distinguishes_names_and_values() -> None:
 @pytest.mark.parametrize(
     ("exc", "message"),
     [
-        (TimeoutError("read timed out"), "could not reach the model endpoint: read timed out"),
+        (
+            TimeoutError("read timed out"),
+            "the model endpoint did not answer in time: read timed out",
+        ),
         (ConnectionError("refused"), "could not reach the model endpoint: refused"),
         (
             ConnectionResetError("reset by peer"),
@@ -226,7 +229,7 @@ def test_call_signature_distinguishes_names_and_values() -> None:
         ),
         (
             openai.APITimeoutError(request=REQUEST),
-            "could not reach the model endpoint: Request timed out.",
+            "the model endpoint did not answer in time: Request timed out.",
         ),
         (
             openai.APIConnectionError(request=REQUEST),
@@ -234,7 +237,7 @@ def test_call_signature_distinguishes_names_and_values() -> None:
         ),
         (
             httpx.ConnectTimeout("connect timeout"),
-            "could not reach the model endpoint: connect timeout",
+            "the model endpoint did not answer in time: connect timeout",
         ),
     ],
 )
@@ -365,4 +368,4 @@ def test_unknown_failure_is_fatal_and_not_retried() -> None:
 
 def test_long_detail_is_shortened() -> None:
     result = classify_model_error(TimeoutError("x" * 1000))
-    assert result["message"] == "could not reach the model endpoint: " + "x" * 300 + "…"
+    assert result["message"] == "the model endpoint did not answer in time: " + "x" * 300 + "…"
