@@ -347,7 +347,7 @@ def replay(
     from app import chat as chat_service
     from app.render import ConsoleRenderer, JsonlRenderer
     from app.timetravel import state_at
-    from app.workspace_sync import files_at, restore_workspace
+    from app.workspace_sync import restore_workspace
 
     with open_thread(thread, db, model=model, workspace=workspace) as t:
         row = t.index.resolve(checkpoint)
@@ -356,8 +356,8 @@ def replay(
             start = state_at(t.graph, thread, row.checkpoint_id)
             report = restore_workspace(
                 t.settings.workspace,
-                files_at(head.values.get("messages", [])),
-                files_at(start.values.get("messages", [])),
+                head.values.get("messages", []),
+                start.values.get("messages", []),
                 force=force,
             )
             for line in report.lines():

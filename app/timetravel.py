@@ -17,7 +17,7 @@ from langgraph.types import StateSnapshot
 
 from app.errors import UsageError
 from app.threads import checkpoint_time, load_state, thread_exists, unreadable
-from app.workspace_sync import WorkspaceReport, files_at, restore_workspace
+from app.workspace_sync import WorkspaceReport, restore_workspace
 from graphs.messages import current_turn
 from graphs.state import unreadable_reason
 
@@ -285,10 +285,7 @@ def rollback(
     )
     if workspace is not None:
         report.workspace = restore_workspace(
-            workspace,
-            files_at(_messages(head_state)),
-            files_at(_messages(target_state)),
-            force=force,
+            workspace, _messages(head_state), _messages(target_state), force=force
         )
     return report
 
@@ -331,9 +328,7 @@ def fork(
     if workspace is None:
         return WorkspaceReport()
     head = load_state(graph, index.thread_id)
-    return restore_workspace(
-        workspace, files_at(_messages(head)), files_at(_messages(snapshot)), force=force
-    )
+    return restore_workspace(workspace, _messages(head), _messages(snapshot), force=force)
 
 
 @dataclass(frozen=True)

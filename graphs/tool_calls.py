@@ -58,7 +58,7 @@ def _run_one(
 ) -> ToolMessage:
     writer({"type": "tool_call", "id": call["id"], "name": call["name"], "args": call["args"]})
     started = time.perf_counter()
-    status, content = _execute(call, tools_by_name)
+    status, content, artifact = _execute(call, tools_by_name)
     content = truncate(content, limit)
     duration_ms = round((time.perf_counter() - started) * 1000, 1)
     writer(
@@ -76,20 +76,26 @@ def _run_one(
         tool_call_id=call["id"],
         name=call["name"],
         status=status,
+        artifact=artifact,
         id=new_message_id("tool"),
     )
 
 
-def _execute(call: ToolCall, tools_by_name: dict[str, BaseTool]) -> tuple[str, str]:
+def _execute(call: ToolCall, tools_by_name: dict[str, BaseTool]) -> tuple[str, str, Any]:
+    """(status, content, artifact). Invoked with the whole call, so tools that journal what they
+    changed (content_and_artifact) hand back their artifact too."""
     tool = tools_by_name.get(call["name"])
     if tool is None:
-        return "error", unknown_tool_message(call["name"], tools_by_name)
+        return "error", unknown_tool_message(call["name"], tools_by_name), None
     try:
-        return "success", _as_text(tool.invoke(call["args"]))
+        result = tool.invoke({**call, "type": "tool_call"})
     except ToolError as exc:
-        return "error", str(exc)
+        return "error", str(exc), None
     except ValidationError as exc:
-        return "error", invalid_arguments_message(call["name"], exc, tool)
+        return "error", invalid_arguments_message(call["name"], exc, tool), None
+    if isinstance(result, ToolMessage):
+        return "success", _as_text(result.content), result.artifact
+    return "success", _as_text(result), None
 
 
 def _answer_invalid_call(call: dict, tools_by_name: dict[str, BaseTool]) -> ToolMessage:

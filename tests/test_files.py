@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from tools.errors import ToolError, ToolInputError, ToolLimitError, ToolNotFoundError
-from tools.files import Entry, Workspace, WriteResult, make_file_tools
+from tools.file_tools import make_file_tools
+from tools.files import Entry, Workspace, WriteResult
 
 
 @pytest.fixture
@@ -352,7 +353,7 @@ def test_default_list_cap_is_500(ws: Workspace, root: Path) -> None:
 
 def test_tools_have_the_expected_names_and_descriptions(ws: Workspace) -> None:
     tools = tools_by_name(ws)
-    assert set(tools) == {"read_file", "write_file", "list_files"}
+    assert set(tools) == {"read_file", "write_file", "edit_file", "list_files"}
     assert tools["read_file"].description == "Read a UTF-8 text file from the workspace."
     assert tools["write_file"].description == (
         "Write text to a file in the workspace (creates or replaces it)."
@@ -386,3 +387,35 @@ def test_tool_errors_propagate_from_invoke(ws: Workspace) -> None:
         tools["list_files"].invoke({"path": "missing"})
     with pytest.raises(ToolError):
         tools["write_file"].invoke({"path": "/abs", "content": "x"})
+
+
+def test_edit_file_replaces_exactly_one_snippet(ws: Workspace) -> None:
+    tools = tools_by_name(ws)
+    ws.write("a.txt", "one two three two")
+    edit = tools["edit_file"]
+    assert edit.invoke({"path": "a.txt", "old_text": "three", "new_text": "3"}) == (
+        "edited a.txt (13 bytes now)"
+    )
+    assert ws.read("a.txt") == "one two 3 two"
+    with pytest.raises(ToolInputError, match="appears 2 times"):
+        edit.invoke({"path": "a.txt", "old_text": "two", "new_text": "2"})
+    with pytest.raises(ToolNotFoundError, match="was not found"):
+        edit.invoke({"path": "a.txt", "old_text": "four", "new_text": "4"})
+    with pytest.raises(ToolNotFoundError, match="does not exist"):
+        edit.invoke({"path": "missing.txt", "old_text": "x", "new_text": "y"})
+    assert ws.read("a.txt") == "one two 3 two"
+
+
+def test_writes_and_edits_journal_the_text_before_and_after(ws: Workspace) -> None:
+    tools = tools_by_name(ws)
+
+    def artifact(name: str, args: dict) -> dict:
+        call = {"name": name, "args": args, "id": "c1", "type": "tool_call"}
+        return tools[name].invoke(call).artifact
+
+    first = artifact("write_file", {"path": "./n//a.txt", "content": "v1"})
+    assert first == {"path": "n/a.txt", "content": "v1", "previous": None, "previous_known": True}
+    second = artifact("write_file", {"path": "n/a.txt", "content": "v2 v2"})
+    assert (second["previous"], second["content"]) == ("v1", "v2 v2")
+    edited = artifact("edit_file", {"path": "n/a.txt", "old_text": "v2 v2", "new_text": "v3"})
+    assert (edited["previous"], edited["content"]) == ("v2 v2", "v3")

@@ -30,8 +30,16 @@ from tools.errors import ToolError
 from tools.weather import get_weather
 
 PROMPT = "You are Waypoint, a careful assistant."
-TOOL_NAMES = ["calculator", "get_weather", "read_file", "write_file", "list_files", "current_time"]
-VALID_TOOLS = "calculator, current_time, get_weather, list_files, read_file, write_file"
+TOOL_NAMES = [
+    "calculator",
+    "get_weather",
+    "read_file",
+    "write_file",
+    "edit_file",
+    "list_files",
+    "current_time",
+]
+VALID_TOOLS = "calculator, current_time, edit_file, get_weather, list_files, read_file, write_file"
 
 
 class Turns:

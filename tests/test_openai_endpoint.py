@@ -38,7 +38,15 @@ from tools import default_tools
 MAX_RETRIES = 2
 TIMEOUT = 1.0  # the client's timeout; only the hang case ever waits for it
 STREAM_MODES = ["updates", "messages", "custom"]
-TOOL_NAMES = ["calculator", "get_weather", "read_file", "write_file", "list_files", "current_time"]
+TOOL_NAMES = [
+    "calculator",
+    "get_weather",
+    "read_file",
+    "write_file",
+    "edit_file",
+    "list_files",
+    "current_time",
+]
 HTML_503 = "<html><head><title>503 Service Unavailable</title></head><body>nginx</body></html>"
 
 

@@ -37,7 +37,15 @@ from tests.fakes import ScriptedChatModel, call
 from tools import default_tools
 
 PROMPT = "You are Waypoint, a careful assistant."
-TOOL_NAMES = ["calculator", "get_weather", "read_file", "write_file", "list_files", "current_time"]
+TOOL_NAMES = [
+    "calculator",
+    "get_weather",
+    "read_file",
+    "write_file",
+    "edit_file",
+    "list_files",
+    "current_time",
+]
 GOOD_ACTION = 'Thought: use calculator\nAction: calculator\nAction Input: {"expression": "6*7"}'
 MALFORMED = "Action: calculator\nAction Input: {oops"
 
@@ -172,7 +180,7 @@ def test_unknown_tool_is_invalid_and_lists_the_valid_tools(specs: list[ReActTool
     assert (name, raw) == ("calc", '{"expression": "6*7"}')
     assert error == (
         "there is no tool named 'calc'. Valid tools: calculator, get_weather, read_file, "
-        f"write_file, list_files, current_time. {FORMAT_HINT}"
+        f"write_file, edit_file, list_files, current_time. {FORMAT_HINT}"
     )
 
 

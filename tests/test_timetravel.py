@@ -221,3 +221,15 @@ def test_a_unique_part_of_a_checkpoint_id_is_enough():
     result = run_cli("rollback", "-t", "u", "-c", full[-12:])
     assert result.returncode == 0, result.stderr.decode()
     assert full in result.stderr.decode()
+
+
+def test_rollback_gives_back_a_file_the_agent_overwrote_instead_of_deleting_it(isolated: Path):
+    workspace = isolated / "workspace"
+    workspace.mkdir()
+    (workspace / "notes.txt").write_text("my own notes")
+    seed("o", "what is 1 plus 1", "write 'agent text' to notes.txt")
+    assert (workspace / "notes.txt").read_text() == "agent text"
+    result = run_cli("rollback", "-t", "o", "-n", "1")
+    assert result.returncode == 0, result.stderr.decode()
+    assert "restored notes.txt" in result.stderr.decode()
+    assert (workspace / "notes.txt").read_text() == "my own notes"

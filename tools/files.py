@@ -16,9 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from langchain_core.tools import BaseTool, StructuredTool
-from pydantic import BaseModel, Field
-
 from tools.errors import ToolError, ToolInputError, ToolLimitError, ToolNotFoundError
 
 DEFAULT_MAX_READ_BYTES = 1_000_000
@@ -133,6 +130,25 @@ class Workspace:
             finally:
                 os.close(dir_fd)
         return WriteResult(path=shown, bytes_written=len(data), created=created)
+
+    def edit(self, path: str, old: str, new: str) -> tuple[WriteResult, str]:
+        """Replace the one exact occurrence of `old`; returns the write and the text before it."""
+        if not old:
+            raise ToolInputError("old_text is empty; copy the exact text to replace from read_file")
+        before = self.read(path)
+        count = before.count(old)
+        shown = "/".join(_split(path, allow_root=False))
+        if count == 0:
+            raise ToolNotFoundError(
+                f"the text to replace was not found in '{shown}'; read_file it and copy the exact "
+                "text, including whitespace"
+            )
+        if count > 1:
+            raise ToolInputError(
+                f"the text to replace appears {count} times in '{shown}'; include more of the "
+                "surrounding text so it matches exactly once"
+            )
+        return self.write(path, before.replace(old, new, 1)), before
 
     def remove(self, path: str) -> None:
         """Delete a regular, singly linked file (used when time travel undoes a file's creation)."""
@@ -400,61 +416,3 @@ def _tool_error_for(exc: OSError, shown: str, action: str) -> ToolError:
         return ToolLimitError("the workspace is read-only; nothing was written")
     reason = os.strerror(code) if code else str(exc)
     return ToolError(f"could not {action} '{shown}': {reason}; try again or use another path")
-
-
-class ReadFileArgs(BaseModel):
-    path: str = Field(description="File path relative to the workspace root, e.g. 'notes/a.txt'.")
-
-
-class WriteFileArgs(BaseModel):
-    path: str = Field(description="File path relative to the workspace root, e.g. 'notes/a.txt'.")
-    content: str = Field(description="The complete new text of the file.")
-
-
-class ListFilesArgs(BaseModel):
-    path: str = Field(
-        default=".", description="Directory relative to the workspace root; '.' is the root."
-    )
-
-
-def format_listing(listing: Listing) -> str:
-    """Render a listing one entry per line, e.g. 'notes/  (dir)' or 'a.txt  12 bytes'."""
-    lines = [_format_entry(entry) for entry in listing]
-    if listing.omitted:
-        lines.append(f"... and {listing.omitted} more entries not shown")
-    return "\n".join(lines) if lines else "(empty)"
-
-
-def _format_entry(entry: Entry) -> str:
-    name = entry.name if entry.name.isprintable() else repr(entry.name)
-    if entry.kind == "dir":
-        return f"{name}/  (dir)"
-    if entry.kind == "file":
-        return f"{name}  {entry.size} bytes"
-    if entry.kind == "symlink":
-        return f"{name}  (symlink, not followed)"
-    return f"{name}  (special file)"
-
-
-def make_file_tools(workspace: Workspace) -> list[BaseTool]:
-    """Build the read_file, write_file and list_files tools bound to ``workspace``."""
-
-    def read_file(path: str) -> str:
-        """Read a UTF-8 text file from the workspace."""
-        return workspace.read(path)
-
-    def write_file(path: str, content: str) -> str:
-        """Write text to a file in the workspace (creates or replaces it)."""
-        result = workspace.write(path, content)
-        outcome = "created" if result.created else "replaced"
-        return f"wrote {result.bytes_written} bytes to {result.path} ({outcome})"
-
-    def list_files(path: str = ".") -> str:
-        """List the files and folders in a workspace directory."""
-        return format_listing(workspace.list(path))
-
-    return [
-        StructuredTool.from_function(read_file, args_schema=ReadFileArgs),
-        StructuredTool.from_function(write_file, args_schema=WriteFileArgs),
-        StructuredTool.from_function(list_files, args_schema=ListFilesArgs),
-    ]

@@ -1,0 +1,113 @@
+"""The file tools the model calls (read, write, edit, list), bound to one Workspace.
+
+Writes and edits return an artifact {path, content, previous} with the file's text after and before the
+call: stored in the conversation, it is the journal that workspace time travel replays.
+"""
+
+from __future__ import annotations
+
+from langchain_core.tools import BaseTool, StructuredTool
+from pydantic import BaseModel, Field
+
+from tools.errors import ToolError
+from tools.files import Entry, Listing, Workspace
+
+PATH_HELP = "File path relative to the workspace root, e.g. 'notes/a.txt'."
+FILE_WRITING_TOOLS = frozenset({"write_file", "edit_file"})
+
+
+class ReadFileArgs(BaseModel):
+    path: str = Field(description=PATH_HELP)
+
+
+class WriteFileArgs(BaseModel):
+    path: str = Field(description=PATH_HELP)
+    content: str = Field(description="The complete new text of the file.")
+
+
+class EditFileArgs(BaseModel):
+    path: str = Field(description=PATH_HELP)
+    old_text: str = Field(description="The exact text to replace; it must occur exactly once.")
+    new_text: str = Field(description="The text to put in its place.")
+
+
+class ListFilesArgs(BaseModel):
+    path: str = Field(
+        default=".", description="Directory relative to the workspace root; '.' is the root."
+    )
+
+
+def format_listing(listing: Listing) -> str:
+    """Render a listing one entry per line, e.g. 'notes/  (dir)' or 'a.txt  12 bytes'."""
+    lines = [_format_entry(entry) for entry in listing]
+    if listing.omitted:
+        lines.append(f"... and {listing.omitted} more entries not shown")
+    return "\n".join(lines) if lines else "(empty)"
+
+
+def _format_entry(entry: Entry) -> str:
+    name = entry.name if entry.name.isprintable() else repr(entry.name)
+    if entry.kind == "dir":
+        return f"{name}/  (dir)"
+    if entry.kind == "file":
+        return f"{name}  {entry.size} bytes"
+    if entry.kind == "symlink":
+        return f"{name}  (symlink, not followed)"
+    return f"{name}  (special file)"
+
+
+def current_text(workspace: Workspace, path: str) -> tuple[str | None, bool]:
+    """(text, known): the file's text before a write; known=False when it exists but is unreadable."""
+    try:
+        return workspace.read(path), True
+    except ToolError:
+        exists = (workspace.root / Workspace.normalize(path)).exists()
+        return None, not exists
+
+
+def make_file_tools(workspace: Workspace) -> list[BaseTool]:
+    """Build read_file, write_file, edit_file and list_files bound to ``workspace``."""
+
+    def read_file(path: str) -> str:
+        """Read a UTF-8 text file from the workspace."""
+        return workspace.read(path)
+
+    def write_file(path: str, content: str) -> tuple[str, dict]:
+        """Write text to a file in the workspace (creates or replaces it)."""
+        previous, known = current_text(workspace, path)
+        result = workspace.write(path, content)
+        outcome = "created" if result.created else "replaced"
+        message = f"wrote {result.bytes_written} bytes to {result.path} ({outcome})"
+        return message, journal(result.path, content, previous, known)
+
+    def edit_file(path: str, old_text: str, new_text: str) -> tuple[str, dict]:
+        """Replace one exact snippet of a workspace file with new text (read_file it first)."""
+        result, before = workspace.edit(path, old_text, new_text)
+        after = before.replace(old_text, new_text, 1)
+        return f"edited {result.path} ({result.bytes_written} bytes now)", journal(
+            result.path, after, before, True
+        )
+
+    def list_files(path: str = ".") -> str:
+        """List the files and folders in a workspace directory."""
+        return format_listing(workspace.list(path))
+
+    return [
+        StructuredTool.from_function(read_file, args_schema=ReadFileArgs),
+        StructuredTool.from_function(
+            write_file, args_schema=WriteFileArgs, response_format="content_and_artifact"
+        ),
+        StructuredTool.from_function(
+            edit_file, args_schema=EditFileArgs, response_format="content_and_artifact"
+        ),
+        StructuredTool.from_function(list_files, args_schema=ListFilesArgs),
+    ]
+
+
+def journal(path: str, content: str, previous: str | None, previous_known: bool) -> dict:
+    return {
+        "path": path,
+        "content": content,
+        "previous": previous,
+        "previous_known": previous_known,
+    }
