@@ -16,6 +16,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolCall
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Command
 
 from app.config import Settings
 from app.errors import UsageError
@@ -45,11 +46,20 @@ class TurnResult:
     answer: str
 
 
-Approver = Callable[[list[ToolCall]], bool]
+ReplayConfirm = Callable[[list[ToolCall]], bool]
+# Given the risky calls awaiting approval ({id, name, args, reason}), return {call id: decision}
+# with decision {"action": "approve" | "reject" | "edit", "args": {...} (edit), "note": "..."}.
+Approver = Callable[[list[dict]], dict[str, dict]]
 
 
 class TurnInterrupted(Exception):
     """Raised after Ctrl-C stopped a turn; what was shown is saved and the thread is consistent."""
+
+
+def _by_policy(calls: list[dict], policy: str) -> dict[str, dict]:
+    action = "approve" if policy == "auto" else "reject"
+    note = f"the approval policy is '{policy}' and nobody was asked"
+    return {call["id"]: {"action": action, "note": note} for call in calls}
 
 
 def new_thread_id() -> str:
@@ -69,7 +79,9 @@ def clean_input(text: str, max_chars: int) -> str:
     return text
 
 
-def make_context(settings: Settings, model: BaseChatModel | None = None) -> AgentContext:
+def make_context(
+    settings: Settings, model: BaseChatModel | None = None, approval: str | None = None
+) -> AgentContext:
     model = model or make_chat_model(
         settings.model_spec, timeout=settings.model_timeout, protocol=settings.tool_protocol
     )
@@ -86,6 +98,7 @@ def make_context(settings: Settings, model: BaseChatModel | None = None) -> Agen
         context_tokens=settings.context_tokens,
         max_seconds=settings.max_seconds,
         max_tokens_per_turn=settings.max_tokens_per_turn,
+        approval=approval or settings.approve or "auto",
     )
 
 
@@ -107,17 +120,67 @@ class ChatSession:
     def turns(self) -> int:
         return load_state(self.graph, self.thread_id).values.get("turn", 0)
 
-    def run_turn(self, text: str, renderer: Renderer) -> TurnResult:
+    def run_turn(
+        self, text: str, renderer: Renderer, approver: Approver | None = None
+    ) -> TurnResult:
+        """One user turn. Risky tool calls go to `approver` when the policy is `ask`."""
         text = clean_input(text, self.settings.max_input_chars)
         with ThreadLock(self.settings.db, self.thread_id):
+            self._settle_pending_approval(renderer, approver)
             self._repair_interrupted(renderer)
             turn = self.turns() + 1
             message = HumanMessage(content=text, id=new_message_id("human"))
             metadata = {"turn": turn, "preview": text[:PREVIEW_CHARS]}
-            self._drive(turn_input(message, turn), self._run_config(metadata), renderer, turn)
+            config = self._run_config(metadata)
+            self._drive(turn_input(message, turn), config, renderer, turn)
+            self._answer_approvals(config, renderer, turn, approver)
             return self._finish(turn, renderer)
 
-    def replay(self, checkpoint_id: str, renderer: Renderer, approve: Approver) -> TurnResult:
+    def pending_approval(self) -> list[dict]:
+        """The risky calls a paused turn is waiting to have approved (survives restarts)."""
+        state = load_state(self.graph, self.thread_id)
+        for task in state.tasks:
+            for pending in task.interrupts:
+                value = pending.value
+                if isinstance(value, dict) and value.get("type") == "approval":
+                    return list(value.get("calls", []))
+        return []
+
+    def answer_pending_approval(self, renderer: Renderer, approver: Approver) -> TurnResult | None:
+        """Show a pending approval again (e.g. after a restart) and continue the turn it paused."""
+        with ThreadLock(self.settings.db, self.thread_id):
+            if not self.pending_approval():
+                return None
+            state = load_state(self.graph, self.thread_id)
+            turn = state.values.get("turn", 0)
+            metadata = {k: v for k, v in (state.metadata or {}).items() if k in {"turn", "preview"}}
+            self._answer_approvals(self._run_config(metadata), renderer, turn, approver)
+            return self._finish(turn, renderer)
+
+    def _answer_approvals(
+        self, config: dict, renderer: Renderer, turn: int, approver: Approver | None
+    ) -> None:
+        while calls := self.pending_approval():
+            decisions = approver(calls) if approver else _by_policy(calls, self.context.approval)
+            self._drive(Command(resume=decisions), config, renderer, turn)
+
+    def _settle_pending_approval(self, renderer: Renderer, approver: Approver | None) -> None:
+        """A new message on a thread paused for approval: answer it first (ask, or by policy)."""
+        calls = self.pending_approval()
+        if not calls:
+            return
+        if approver is None:
+            verdict = "approved" if self.context.approval == "auto" else "rejected"
+            renderer.notice(
+                f"a pending approval of {len(calls)} call(s) was {verdict} by the "
+                f"approval policy '{self.context.approval}'"
+            )
+        state = load_state(self.graph, self.thread_id)
+        turn = state.values.get("turn", 0)
+        metadata = {k: v for k, v in (state.metadata or {}).items() if k in {"turn", "preview"}}
+        self._answer_approvals(self._run_config(metadata), renderer, turn, approver)
+
+    def replay(self, checkpoint_id: str, renderer: Renderer, approve: ReplayConfirm) -> TurnResult:
         """Re-execute the graph from a checkpoint: a new branch whose model and tools run again.
         Before a tools step with side effects, `approve` decides; a refusal closes the branch."""
         with ThreadLock(self.settings.db, self.thread_id):
@@ -163,7 +226,7 @@ class ChatSession:
         """What an interrupted run left unfinished (its next node and open tool calls), if anything."""
         state = load_state(self.graph, self.thread_id)
         dangling = dangling_tool_calls(state.values.get("messages", []))
-        if not state.next and not dangling:
+        if (not state.next and not dangling) or self.pending_approval():
             return None
         names = ", ".join(c["name"] for c in dangling)
         return f"next step: {', '.join(state.next) or 'none'}" + (
@@ -283,6 +346,8 @@ class ChatSession:
 
     def _repair_interrupted(self, renderer: Renderer) -> None:
         """A run stopped by a crash or kill left pending steps: close them before the next turn."""
+        if self.pending_approval():
+            return  # a paused turn is answered, not repaired
         state = load_state(self.graph, self.thread_id)
         dangling = dangling_tool_calls(state.values.get("messages", []))
         if not state.next and not dangling:

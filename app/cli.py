@@ -93,6 +93,14 @@ def chat(
             help="native (tool calling) | react (Thought/Action text) (env APP_TOOL_PROTOCOL).",
         ),
     ] = None,
+    approve: Annotated[
+        str | None,
+        typer.Option(
+            "--approve",
+            help="Risky tool calls: ask | auto | never (default: ask in the "
+            "REPL or on a terminal, never when piped) (env APP_APPROVE).",
+        ),
+    ] = None,
     stream: Annotated[
         StreamStyle,
         typer.Option(
@@ -110,6 +118,7 @@ def chat(
         max_seconds=max_seconds,
         max_tokens_per_turn=max_tokens_per_turn,
         tool_protocol=tool_protocol,
+        approve=approve,
     )
     thread_id = thread or new_thread_id()
     if message is None and not sys.stdin.isatty():
@@ -149,18 +158,48 @@ def _one_shot(
             out, err, show_updates=stream is StreamStyle.updates, debug=state["debug"]
         )
     )
+    policy, approver = _approval_for_one_shot(
+        settings, interactive=sys.stdin.isatty() and not jsonl
+    )
     with open_checkpointer(settings.db, settings.busy_timeout) as saver:
-        session = ChatSession(settings, saver, thread_id, chat_service.make_context(settings))
+        context = chat_service.make_context(settings, approval=policy)
+        session = ChatSession(settings, saver, thread_id, context)
         if created and not jsonl:
             err.print(f"[dim]thread {thread_id}[/dim]")
+        if approver is None:
+            renderer.notice(f"approval policy: {policy} ({POLICY_MEANING[policy]})")
         try:
-            result = session.run_turn(message, renderer)
+            result = session.run_turn(message, renderer, approver)
         except TurnInterrupted as exc:
             err.print(f"[yellow]{exc}; what was shown is saved[/yellow]")
             return ExitStatus.INTERRUPTED
     if result.status == "failed":
         raise AgentRunError(f"turn {result.turn} of thread {thread_id} failed")
     return ExitStatus.OK
+
+
+POLICY_MEANING = {
+    "auto": "risky tool calls run without asking",
+    "never": "risky tool calls are refused; pass --approve auto to allow them",
+    "ask": "risky tool calls are shown for approval",
+}
+
+
+def _approval_for_one_shot(settings: Settings, *, interactive: bool):  # type: ignore[no-untyped-def]
+    """The explicit policy of a one-shot turn, and who answers when it is `ask` (a terminal)."""
+    from app.approval_ui import ask_approval
+
+    policy = settings.approve or ("ask" if interactive else "never")
+    if policy == "ask" and not interactive:
+        policy = "never"
+    if policy != "ask":
+        return policy, None
+    return policy, lambda calls: ask_approval(calls, _read_line, err)
+
+
+def _read_line(question: str, default: str) -> str:
+    err.print(question + (f"[{default}] " if default else ""), end="", markup=False)
+    return input().strip() or default
 
 
 @threads_app.command("list")

@@ -32,6 +32,7 @@ class Settings(BaseSettings):
     max_seconds: float | None = Field(None, gt=0)
     max_tokens_per_turn: int | None = Field(None, ge=1)
     tool_protocol: Literal["native", "react"] = "native"
+    approve: Literal["ask", "auto", "never"] | None = None
     busy_timeout: float = Field(5.0, ge=0)
 
     @property

@@ -7,7 +7,8 @@ from prompt_toolkit.history import FileHistory
 from prompt_toolkit.key_binding import KeyBindings
 from rich.console import Console
 
-from app.chat import ChatSession, TurnInterrupted, make_context, new_thread_id
+from app.approval_ui import ask_approval
+from app.chat import Approver, ChatSession, TurnInterrupted, make_context, new_thread_id
 from app.config import Settings
 from app.errors import AppError, UsageError
 from app.models.offline import OFFLINE_NOTICE
@@ -56,6 +57,7 @@ def run_repl(
         history=FileHistory(str(settings.chat_history_file)), key_bindings=_key_bindings()
     )
     with open_checkpointer(settings.db, settings.busy_timeout) as saver:
+        settings = settings.model_copy(update={"approve": settings.approve or "ask"})
         repl = Repl(
             settings,
             saver,
@@ -64,6 +66,9 @@ def run_repl(
             err,
             show_updates=show_updates,
             debug=debug,
+        )
+        repl.approver = lambda calls: ask_approval(
+            calls, lambda question, default: prompt.prompt(question, default=default), err
         )
         repl.banner()
         repl.offer_to_finish_interrupted(prompt)
@@ -98,6 +103,7 @@ class Repl:
         self.settings, self.saver, self.session = settings, saver, session
         self.out, self.err = out, err
         self.show_updates, self.debug = show_updates, debug
+        self.approver: Approver | None = None
 
     def renderer(self) -> ConsoleRenderer:
         return ConsoleRenderer(self.out, self.err, show_updates=self.show_updates, debug=self.debug)
@@ -114,7 +120,16 @@ class Repl:
         )
 
     def offer_to_finish_interrupted(self, prompt: PromptSession) -> None:
-        """A thread whose last run was killed is never silently abandoned: resume it or discard it."""
+        """A thread whose last run was killed is never silently abandoned: resume it or discard it.
+        A turn that was waiting for an approval asks for it again."""
+        if self.session.pending_approval() and self.approver is not None:
+            self.err.print(
+                f"[yellow]A turn of {self.session.thread_id} is waiting for your approval.[/yellow]"
+            )
+            self._guarded(
+                lambda: self.session.answer_pending_approval(self.renderer(), self.approver)
+            )
+            return
         pending = self.session.pending_step()
         if pending is None:
             return
@@ -133,7 +148,7 @@ class Repl:
 
     def handle(self, command: str, text: str) -> None:
         if not command.startswith("/"):
-            self._guarded(lambda: self.session.run_turn(text, self.renderer()))
+            self._guarded(lambda: self.session.run_turn(text, self.renderer(), self.approver))
             return
         name, _, argument = command.partition(" ")
         actions = {

@@ -12,6 +12,7 @@ from langgraph.errors import NodeError
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
+from graphs.approvals import review_calls
 from graphs.messages import (
     call_signature,
     cancelled_results,
@@ -86,9 +87,15 @@ def tools(state: AgentState, runtime: Runtime[AgentContext]) -> dict:
     """Run every call of the last AI message; any failed call makes this step a tool error."""
     context = runtime.context
     request = state["messages"][-1]
+    allowed, refused = review_calls(request.tool_calls, context.tools_by_name, context.approval)
     results = run_tool_calls(
-        request, context.tools_by_name, runtime.stream_writer, context.max_tool_result_chars
+        request.model_copy(update={"tool_calls": allowed}),
+        context.tools_by_name,
+        runtime.stream_writer,
+        context.max_tool_result_chars,
     )
+    order = {call["id"]: index for index, call in enumerate(request.tool_calls)}
+    results = sorted([*results, *refused], key=lambda m: order.get(m.tool_call_id, len(order)))
     signatures = [call_signature(c["name"], c["args"]) for c in request.tool_calls]
     update: dict = {
         "messages": results,

@@ -66,6 +66,7 @@ class AgentContext:
     keep_recent_turns: int = 1
     max_seconds: float | None = None
     max_tokens_per_turn: int | None = None
+    approval: Literal["ask", "auto", "never"] = "auto"
     sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
     clock: Callable[[], float] = field(default=time.time, repr=False)
 

@@ -92,13 +92,27 @@ def make_file_tools(workspace: Workspace) -> list[BaseTool]:
         """List the files and folders in a workspace directory."""
         return format_listing(workspace.list(path))
 
+    def overwrite_risk(args: dict) -> str | None:
+        path = str(args.get("path", ""))
+        try:
+            exists = (workspace.root / Workspace.normalize(path)).exists()
+        except ToolError:
+            return None  # the tool itself will refuse the path
+        return f"overwrites the existing file '{path}'" if exists else None
+
     return [
         StructuredTool.from_function(read_file, args_schema=ReadFileArgs),
         StructuredTool.from_function(
-            write_file, args_schema=WriteFileArgs, response_format="content_and_artifact"
+            write_file,
+            args_schema=WriteFileArgs,
+            response_format="content_and_artifact",
+            metadata={"risk": overwrite_risk},
         ),
         StructuredTool.from_function(
-            edit_file, args_schema=EditFileArgs, response_format="content_and_artifact"
+            edit_file,
+            args_schema=EditFileArgs,
+            response_format="content_and_artifact",
+            metadata={"risk": lambda args: f"edits the file '{args.get('path', '')}'"},
         ),
         StructuredTool.from_function(list_files, args_schema=ListFilesArgs),
     ]

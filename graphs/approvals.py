@@ -1,0 +1,90 @@
+"""Approvals: risky tool calls (running code, overwriting or editing files, untrusted MCP servers) are
+approved, edited or rejected before the tools node runs them — by policy, or by asking the user through
+LangGraph's `interrupt()`, which persists the question in the checkpoint until it is answered."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from langchain_core.messages import ToolCall, ToolMessage
+from langchain_core.tools import BaseTool
+from langgraph.types import interrupt
+
+from graphs.messages import new_message_id
+
+ApprovalPolicy = Literal["ask", "auto", "never"]
+
+
+def risk_of(tool: BaseTool, args: dict) -> str | None:
+    """Why a call needs approval, or None. Tools declare it in `metadata["risk"]` (a function of the
+    arguments); tools from MCP servers are risky unless their server is trusted."""
+    metadata = tool.metadata or {}
+    if "mcp_server" in metadata and not metadata.get("trusted"):
+        return f"calls the external MCP server '{metadata['mcp_server']}'"
+    check = metadata.get("risk")
+    return check(args) if callable(check) else None
+
+
+def review_calls(
+    calls: Sequence[ToolCall], tools_by_name: dict[str, BaseTool], policy: ApprovalPolicy
+) -> tuple[list[ToolCall], list[ToolMessage]]:
+    """(calls to run — possibly with edited arguments —, results for the calls refused)."""
+    risky = {
+        call["id"]: reason
+        for call in calls
+        if call["name"] in tools_by_name
+        and (reason := risk_of(tools_by_name[call["name"]], call["args"]))
+    }
+    if not risky or policy == "auto":
+        return list(calls), []
+    if policy == "never":
+        decisions = {
+            cid: {"action": "reject", "note": "the approval policy is 'never'"} for cid in risky
+        }
+    else:
+        question = [
+            {"id": c["id"], "name": c["name"], "args": c["args"], "reason": risky[c["id"]]}
+            for c in calls
+            if c["id"] in risky
+        ]
+        decisions = _decisions(interrupt({"type": "approval", "calls": question}))
+    return _apply(calls, risky, decisions)
+
+
+def _decisions(answer: Any) -> dict[str, dict]:
+    if not isinstance(answer, dict):
+        return {}
+    return {str(k): v for k, v in answer.items() if isinstance(v, dict)}
+
+
+def _apply(
+    calls: Sequence[ToolCall], risky: dict[str, str], decisions: dict[str, dict]
+) -> tuple[list[ToolCall], list[ToolMessage]]:
+    allowed: list[ToolCall] = []
+    refused: list[ToolMessage] = []
+    for call in calls:
+        if call["id"] not in risky:
+            allowed.append(call)
+            continue
+        decision = decisions.get(call["id"], {"action": "reject", "note": "no answer was given"})
+        action = decision.get("action")
+        if action == "approve":
+            allowed.append(call)
+        elif action == "edit" and isinstance(decision.get("args"), dict):
+            allowed.append(
+                ToolCall(name=call["name"], args=decision["args"], id=call["id"], type="tool_call")
+            )
+        else:
+            note = decision.get("note") or "the user rejected it"
+            refused.append(
+                ToolMessage(
+                    content=f"not run: this call {risky[call['id']]} and was not approved ({note}). "
+                    "Do not retry it unchanged; ask the user or take another way.",
+                    tool_call_id=call["id"],
+                    name=call["name"],
+                    status="error",
+                    id=new_message_id("tool"),
+                )
+            )
+    return allowed, refused
