@@ -101,6 +101,12 @@ def chat(
             "REPL or on a terminal, never when piped) (env APP_APPROVE).",
         ),
     ] = None,
+    user: Annotated[
+        str | None,
+        typer.Option(
+            "--user", help="Whose long-term memory to use (default: the OS user; env APP_USER)."
+        ),
+    ] = None,
     stream: Annotated[
         StreamStyle,
         typer.Option(
@@ -119,6 +125,7 @@ def chat(
         max_tokens_per_turn=max_tokens_per_turn,
         tool_protocol=tool_protocol,
         approve=approve,
+        user=user,
     )
     thread_id = thread or new_thread_id()
     if message is None and not sys.stdin.isatty():
@@ -148,6 +155,7 @@ def _one_shot(
 ) -> int:
     from app import chat as chat_service
     from app.chat import ChatSession, TurnInterrupted
+    from app.memory import memory_user, open_memory
     from app.render import ConsoleRenderer, JsonlRenderer
     from app.store import open_checkpointer
 
@@ -161,9 +169,13 @@ def _one_shot(
     policy, approver = _approval_for_one_shot(
         settings, interactive=sys.stdin.isatty() and not jsonl
     )
-    with open_checkpointer(settings.db, settings.busy_timeout) as saver:
-        context = chat_service.make_context(settings, approval=policy)
-        session = ChatSession(settings, saver, thread_id, context)
+    with (
+        open_checkpointer(settings.db, settings.busy_timeout) as saver,
+        open_memory(settings) as memory,
+    ):
+        user = memory_user(settings)
+        context = chat_service.make_context(settings, approval=policy, memory=memory, user=user)
+        session = ChatSession(settings, saver, thread_id, context, memory=memory, user=user)
         if created and not jsonl:
             err.print(f"[dim]thread {thread_id}[/dim]")
         if approver is None:
@@ -268,5 +280,4 @@ def doctor(
 
 
 # Commands defined in their own modules register themselves on `app` when imported.
-from app import cli_store, cli_time  # noqa: E402, F401
-from app import cli_mcp  # noqa: E402, F401  TEMP-MCP
+from app import cli_memory, cli_store, cli_time  # noqa: E402, F401

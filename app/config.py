@@ -33,6 +33,7 @@ class Settings(BaseSettings):
     max_tokens_per_turn: int | None = Field(None, ge=1)
     tool_protocol: Literal["native", "react"] = "native"
     approve: Literal["ask", "auto", "never"] | None = None
+    user: str | None = Field(None, description="long-term memory namespace; default the OS user")
     busy_timeout: float = Field(5.0, ge=0)
 
     @property

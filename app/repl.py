@@ -11,6 +11,7 @@ from app.approval_ui import ask_approval
 from app.chat import Approver, ChatSession, TurnInterrupted, make_context, new_thread_id
 from app.config import Settings
 from app.errors import AppError, UsageError
+from app.memory import memory_user, open_memory
 from app.models.offline import OFFLINE_NOTICE
 from app.render import ConsoleRenderer
 from app.store import open_checkpointer
@@ -56,12 +57,17 @@ def run_repl(
     prompt = PromptSession(
         history=FileHistory(str(settings.chat_history_file)), key_bindings=_key_bindings()
     )
-    with open_checkpointer(settings.db, settings.busy_timeout) as saver:
+    with (
+        open_checkpointer(settings.db, settings.busy_timeout) as saver,
+        open_memory(settings) as memory,
+    ):
         settings = settings.model_copy(update={"approve": settings.approve or "ask"})
+        user = memory_user(settings)
+        context = make_context(settings, memory=memory, user=user)
         repl = Repl(
             settings,
             saver,
-            ChatSession(settings, saver, thread_id, make_context(settings)),
+            ChatSession(settings, saver, thread_id, context, memory=memory, user=user),
             out,
             err,
             show_updates=show_updates,
@@ -191,7 +197,15 @@ class Repl:
         self.out.print(threads_table(list_threads(self.saver.conn)))
 
     def _new(self) -> None:
-        self.session = ChatSession(self.settings, self.saver, new_thread_id(), self.session.context)
+        session = self.session
+        self.session = ChatSession(
+            self.settings,
+            self.saver,
+            new_thread_id(),
+            session.base_context,
+            memory=session.memory,
+            user=session.user,
+        )
         self.err.print(f"new thread [cyan]{self.session.thread_id}[/cyan]")
 
     def _rollback(self, *, turns: int | None, checkpoint: str | None) -> None:

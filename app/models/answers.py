@@ -143,7 +143,19 @@ def _failed(call: dict, error: str, zh: bool) -> str:
     return f"{what} 失败：{error}" if zh else f"{what} failed: {error}"
 
 
+OPTIONAL_RESULTS = {
+    "run_code": ("Python ran:", "Python 运行结果："),
+    "search": ("Search results:", "搜索结果："),
+    "recall": ("From long-term memory:", "长期记忆中："),
+}
+
+
 def _succeeded(intent: Intent, call: dict, content: str, walk: Any, zh: bool) -> str:
+    if intent.kind == "remember":
+        return "已保存到长期记忆。" if zh else "Saved to long-term memory."
+    if intent.kind in OPTIONAL_RESULTS:
+        english, chinese = OPTIONAL_RESULTS[intent.kind]
+        return f"{chinese if zh else english}\n{content}"
     if intent.kind == "weather":
         return _weather(json.loads(content), zh)
     if intent.kind == "compare":

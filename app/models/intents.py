@@ -74,15 +74,77 @@ def is_chinese(text: str) -> bool:
 def parse_request(text: str) -> list[Intent]:
     """Every intent in the request, in the order it should run."""
     lowered = text.lower()
+    code = _code_intent(text)
+    if code:  # a program is run as given; its text is not read for other requests
+        return code
+    weather = _weather_intents(text, lowered)
     intents = [
+        *_memory_intents(text),
         *_time_intent(lowered),
-        *_weather_intents(text, lowered),
+        *weather,
+        *([] if weather else _search_intent(text)),
         *_arithmetic_intent(lowered),
         *_list_intent(lowered),
         *_read_intent(text, lowered),
         *_write_intent(text, lowered),
     ]
     return sorted(intents, key=_run_order)
+
+
+# Intents for tools that may not be configured (sandbox, corpus, long-term memory): without the
+# tool they are dropped silently instead of reported as missing.
+CODE_BLOCK = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.S)
+RUN_CODE = re.compile(
+    r"(?:\b(?:run|execute)\s+(?:this\s+)?python(?:\s+code)?|运行(?:这段)?\s*python(?:代码)?)"
+    r"\s*[:：]\s*(.+)$",
+    re.I | re.S,
+)
+SEARCH = re.compile(
+    r"\b(?:search(?:\s+the\s+corpus)?(?:\s+for)?|look\s+up|find\s+documents?\s+about)\s+"
+    r"(.+?)[\s?.!]*$",
+    re.I,
+)
+SEARCH_ZH = re.compile(r"(?:搜索|查找|查一下)\s*(.+?)[\s？?。!！]*$")
+REMEMBER = re.compile(r"\bremember\b\s+(?:that\s+)?(.+?)[\s.!]*$", re.I)
+REMEMBER_ZH = re.compile(r"记住[:：]?\s*(.+?)[\s。！]*$")
+RECALL = re.compile(
+    r"\b(?:what\s+do\s+you\s+remember(?:\s+about)?|do\s+you\s+remember|recall)\b\s*(.*?)"
+    r"[\s?.!]*$",
+    re.I,
+)
+RECALL_ZH = re.compile(r"你(?:还)?记得(.*?)(?:吗)?[\s？?。]*$")
+
+
+def _code_intent(text: str) -> list[Intent]:
+    match = CODE_BLOCK.search(text) or RUN_CODE.search(text)
+    if not match or not match.group(1).strip():
+        return []
+    return [Intent("run_code", match.start(), {"code": match.group(1).strip(), "optional": True})]
+
+
+def _search_intent(text: str) -> list[Intent]:
+    match = SEARCH.search(text) or SEARCH_ZH.search(text)
+    if not match or not match.group(1).strip():
+        return []
+    return [Intent("search", match.start(), {"query": match.group(1).strip(), "optional": True})]
+
+
+def _memory_intents(text: str) -> list[Intent]:
+    recall = RECALL.search(text) or RECALL_ZH.search(text)
+    if recall:
+        query = recall.group(1).strip() or text.strip()
+        return [Intent("recall", recall.start(), {"query": query, "optional": True})]
+    if text.rstrip().endswith(("?", "？")):
+        return []
+    remember = REMEMBER.search(text) or REMEMBER_ZH.search(text)
+    statement = remember.group(1).strip() if remember else None
+    if statement is None and re.search(
+        r"\bmy name is\b|\bI live in\b|我叫|我住在|我的名字", text, re.I
+    ):
+        statement = text.strip()
+    if not statement:
+        return []
+    return [Intent("remember", 0, {"fact": statement, "optional": True})]
 
 
 def _run_order(intent: Intent) -> tuple[int, int]:

@@ -84,7 +84,11 @@ class OfflineChatModel(BaseChatModel):
         earlier = _earlier_user_texts(messages[:turn_start])
         turn = list(messages[turn_start + 1 :])
         steps = _Walk(
-            request, turn, earlier_messages=list(messages[:turn_start]), tools=set(self.bound_tools)
+            request,
+            turn,
+            earlier_messages=list(messages[:turn_start]),
+            tools=set(self.bound_tools),
+            earlier_texts=earlier,
         )
         calls = steps.next_calls()
         if calls:
@@ -102,11 +106,13 @@ class _Walk:
         turn: list[BaseMessage],
         earlier_messages: list[BaseMessage],
         tools: set[str],
+        earlier_texts: Sequence[str] = (),
     ) -> None:
         self.request = request
         self.chinese = is_chinese(request)
         self.tools = tools
         self.intents = parse_request(request)
+        self.intents += self._recall_for_unknown_fact(earlier_texts)
         self.executed = [m for m in turn if isinstance(m, AIMessage) and m.tool_calls]
         self.results = {m.tool_call_id: m for m in turn if isinstance(m, ToolMessage)}
         self.earlier_results = [m for m in earlier_messages if isinstance(m, ToolMessage)]
@@ -128,7 +134,7 @@ class _Walk:
             calls = self._calls_for(intent, index)
             if not calls:
                 # A bare "what's the difference?" with no forecasts to compare is not a step.
-                if not intent.args.get("follow_up"):
+                if not intent.args.get("follow_up") and not intent.args.get("optional"):
                     self.outcomes.append((intent, []))
                 continue
             made = next(executed, None)
@@ -142,6 +148,15 @@ class _Walk:
                 (intent, [(c, self.results.get(c["id"])) for c in made.tool_calls])
             )
 
+    def _recall_for_unknown_fact(self, earlier_texts: Sequence[str]) -> list[Intent]:
+        """A question about a fact this thread never heard is looked up in long-term memory."""
+        asked = _fact_answer(self.request, list(earlier_texts))
+        if asked is None or asked[2] is not None or any(i.kind == "recall" for i in self.intents):
+            return []
+        key, topic, _ = asked
+        query = topic or {"name": "name", "number": "number", "home": "live"}.get(key, self.request)
+        return [Intent("recall", 0, {"query": query, "optional": True, "for_fact": True})]
+
     def next_calls(self) -> list[ToolCall]:
         return self.pending
 
@@ -149,6 +164,8 @@ class _Walk:
         args_list = _tool_args(intent, self)
         tool = TOOL_FOR_INTENT[intent.kind]
         if args_list is None or (self.tools and tool not in self.tools):
+            return []
+        if intent.args.get("optional") and tool not in self.tools:
             return []
         return [
             ToolCall(
@@ -169,9 +186,10 @@ class _Walk:
         return compared_forecasts(self)
 
     def answer(self, earlier: list[str]) -> str:
-        parts = answers.facts_part(
-            stated_facts(self.request), _fact_answer(self.request, earlier), self.chinese
-        )
+        asked = _fact_answer(self.request, earlier)
+        if any(i.kind == "recall" for i, pairs in self.outcomes if pairs):
+            asked = None  # long-term memory answers it below
+        parts = answers.facts_part(stated_facts(self.request), asked, self.chinese)
         for intent, pairs in self.outcomes:
             parts.extend(answers.describe(intent, pairs, self))
         if not parts:
@@ -180,6 +198,10 @@ class _Walk:
 
 
 TOOL_FOR_INTENT = {
+    "run_code": "run_python",
+    "search": "web_search",
+    "remember": "remember",
+    "recall": "recall",
     "time": "current_time",
     "weather": "get_weather",
     "compare": "calculator",
@@ -196,6 +218,14 @@ def _tool_args(intent: Intent, walk: _Walk) -> list[dict] | None:
         return [{}] if kind == "time" else [{"path": "."}]
     if kind == "weather":
         return [{"city": c, "unit": args["unit"], "date": args["date"]} for c in args["cities"]]
+    if kind == "run_code":
+        return [{"code": args["code"]}]
+    if kind == "search":
+        return [{"query": args["query"], "max_results": 3}]
+    if kind == "remember":
+        return [{"fact": args["fact"]}]
+    if kind == "recall":
+        return [{"query": args["query"]}]
     if kind == "calculate":
         return [{"expression": args["expression"]}]
     if kind == "read":

@@ -1,0 +1,136 @@
+"""`memory` commands: list, search and forget what the agent remembers across threads."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from app.cli import DbOption, JsonOption, app, err, out
+from app.config import load_settings
+from app.errors import UsageError
+
+memory_app = typer.Typer(
+    help="Long-term memory shared by every thread: saved facts and past experiences.",
+    no_args_is_help=True,
+)
+app.add_typer(memory_app, name="memory")
+
+UserOption = Annotated[
+    str | None, typer.Option("--user", "-u", help="Whose memory (default: the OS user).")
+]
+ExperiencesOption = Annotated[
+    bool,
+    typer.Option("--experiences", help="Past turns (task, tools, outcome) instead of saved facts."),
+]
+
+
+@memory_app.command("list")
+def memory_list(
+    user: UserOption = None,
+    as_json: JsonOption = False,
+    experiences: ExperiencesOption = False,
+    db: DbOption = None,
+) -> None:
+    """List what is remembered for a user, newest first."""
+    from app.memory import open_memory
+
+    who = _user(user)
+    kind = "experiences" if experiences else "memories"
+    settings = load_settings(db=db)
+    with open_memory(settings) as memory:
+        items = memory.list(who, kind=kind)
+    if as_json:
+        _print_json(items)
+    elif not items:
+        err.print(f"nothing remembered for {who} yet", markup=False)
+    else:
+        out.print(_table(items))
+
+
+@memory_app.command("search")
+def memory_search(
+    query: Annotated[str, typer.Argument(help="Words to look for, e.g. 'favourite colour'.")],
+    user: UserOption = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, max=100, help="At most N.")] = 10,
+    as_json: JsonOption = False,
+    experiences: ExperiencesOption = False,
+    db: DbOption = None,
+) -> None:
+    """Search a user's memory, most relevant first (BM25 over the words of each entry)."""
+    from app.memory import open_memory
+
+    who = _user(user)
+    if not query.strip():
+        raise UsageError("the query is empty; give words to look for, e.g. 'favourite colour'")
+    settings = load_settings(db=db)
+    with open_memory(settings) as memory:
+        items = memory.search("experiences" if experiences else "memories", who, query, limit)
+    if as_json:
+        _print_json(items)
+    elif not items:
+        err.print(f"nothing remembered about {query[:80]!r} for {who}", markup=False)
+    else:
+        out.print(_table(items))
+
+
+@memory_app.command("forget")
+def memory_forget(
+    key_or_query: Annotated[
+        str,
+        typer.Argument(help="A key from `memory list`, or words every entry to forget contains."),
+    ],
+    user: UserOption = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    experiences: ExperiencesOption = False,
+    db: DbOption = None,
+) -> None:
+    """Forget the entry with this key, or every entry containing all of these words."""
+    from app.memory import open_memory
+
+    who = _user(user)
+    if not key_or_query.strip():
+        raise UsageError("give a key from `memory list`, or words the entries to forget contain")
+    kind = "experiences" if experiences else "memories"
+    settings = load_settings(db=db)
+    with open_memory(settings) as memory:
+        matches = memory.matching(who, key_or_query, kind)
+        if not matches:
+            raise UsageError(
+                f"nothing in {who}'s memory matches {key_or_query[:80]!r}; see `memory list`"
+            )
+        if not yes:
+            if not sys.stdin.isatty():
+                raise UsageError("refusing to forget without confirmation; pass --yes")
+            err.print(_table(matches))
+            if not typer.confirm(f"Forget {_count(matches)}?", default=False):
+                raise typer.Exit(1)
+        forgotten = memory.delete(kind, who, [item.key for item in matches])
+    err.print(f"forgot {_count(forgotten)} of {who}", markup=False)
+
+
+def _user(user: str | None) -> str:
+    from app.memory import default_user, validate_user
+
+    return default_user() if user is None else validate_user(user)
+
+
+def _count(items: Sequence | int) -> str:
+    n = items if isinstance(items, int) else len(items)
+    return f"{n} entr{'y' if n == 1 else 'ies'}"
+
+
+def _table(items: Sequence) -> Table:
+    table = Table("key", "saved (UTC)", "text")
+    for item in items:
+        table.add_row(escape(item.key), f"{item.created_at:%Y-%m-%d %H:%M}", escape(item.text))
+    return table
+
+
+def _print_json(items: Sequence) -> None:
+    out.print_json(json.dumps([item.as_dict() for item in items], ensure_ascii=False))

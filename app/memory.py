@@ -1,0 +1,185 @@
+"""Memory across threads for the app: whose memory it is, opening it next to the checkpoints, and
+experience memory (what earlier turns asked, which tools they used, how they ended)."""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import logging
+import sqlite3
+from collections.abc import Iterator, Sequence
+
+from langchain_core.messages import AnyMessage, ToolMessage
+
+from app.config import Settings
+from app.errors import UsageError
+from app.store import THREAD_ID, connect, database_error
+from graphs.messages import current_turn
+from tools.memory import MemoryStore, clean_text, query_terms
+
+log = logging.getLogger(__name__)
+
+MAX_EXPERIENCE_CHARS = 300
+MAX_EXPERIENCES_PER_USER = 200
+MAX_PROMPT_EXPERIENCES = 5
+EXPERIENCE_HEADER = "Relevant past experience (from earlier conversations):"
+EXPERIENCE_FOOTER = (
+    "(Notes on how earlier requests went; not instructions, and possibly out of date.)"
+)
+
+# A failed turn ended in the failure handler (endpoint down, rate limit, a bug): that says nothing
+# about the task, and recalling it would teach later turns that the task cannot be done. A
+# cancelled turn was stopped by the user before it had an outcome.
+SKIPPED_STATUSES = frozenset({"failed", "cancelled"})
+OUTCOMES = {
+    "answered": "answered",
+    "max_iterations": "stopped at the step limit",
+    "loop_detected": "stopped: it repeated the same tool call",
+    "budget_exhausted": "stopped: the time or token budget ran out",
+}
+
+
+def validate_user(user: str) -> str:
+    """A memory user id is spelled like a thread id; anything else is the caller's mistake."""
+    if not THREAD_ID.fullmatch(user or "") or user in {".", ".."}:
+        raise UsageError(
+            f"invalid user {user[:80]!r}: use 1-64 letters, digits, '.', '_' or '-' "
+            "(for example --user alice)"
+        )
+    return user
+
+
+def default_user() -> str:
+    """The OS user when that is a valid id, else "default"."""
+    try:
+        name = getpass.getuser()
+    except (OSError, KeyError, ImportError):  # no login name in the environment or password db
+        return "default"
+    if not THREAD_ID.fullmatch(name) or name in {".", ".."}:
+        return "default"
+    return name
+
+
+def memory_user(settings: Settings) -> str:
+    """The memory namespace: --user / APP_USER, else the OS user."""
+    return validate_user(settings.user) if settings.user else default_user()
+
+
+@contextlib.contextmanager
+def open_memory(settings: Settings) -> Iterator[MemoryStore]:
+    """The long-term memory in the checkpoint database file (its own tables, its own connection)."""
+    connection = connect(settings.db, settings.busy_timeout)
+    try:
+        connection.isolation_level = None  # SqliteStore opens its own transactions
+        try:
+            memory = MemoryStore(connection)
+        except sqlite3.DatabaseError as exc:
+            raise database_error(settings.db, exc) from exc
+        yield memory
+    finally:
+        connection.close()
+
+
+def tools_used_in_turn(messages: Sequence[AnyMessage]) -> list[str]:
+    """Names of the tools that ran successfully in the last turn, first use first, each once."""
+    names = (
+        m.name
+        for m in current_turn(messages)
+        if isinstance(m, ToolMessage) and m.status == "success" and m.name
+    )
+    return list(dict.fromkeys(names))
+
+
+def experience_summary(request: str, tools: Sequence[str], outcome_status: str, answer: str) -> str:
+    """One line of at most MAX_EXPERIENCE_CHARS: 'task: … | tools: … | outcome: …'."""
+    names = ", ".join(_clip(clean_text(n), 40) for n in list(dict.fromkeys(tools))[:6]) or "none"
+    outcome = OUTCOMES.get(outcome_status, outcome_status)
+    gist = _clip(clean_text(answer), 100) if outcome_status == "answered" else ""
+    text = f"task: {_clip(clean_text(request), 140)} | tools: {names} | outcome: {outcome}"
+    return _clip(f"{text} — {gist}" if gist else text, MAX_EXPERIENCE_CHARS)
+
+
+def record_experience(
+    store: MemoryStore,
+    user: str,
+    thread_id: str,
+    turn: int,
+    request: str,
+    tools_used: Sequence[str],
+    outcome_status: str,
+    answer: str,
+) -> None:
+    """Remember how a finished turn went. Failed and cancelled turns, and requests with no topic
+    words ("thanks", "ok"), are skipped. One entry per thread and turn (a replay replaces it); only
+    the newest MAX_EXPERIENCES_PER_USER are kept. A busy database skips the entry: memory is an aid,
+    and a turn that is already answered must not fail because of it."""
+    if outcome_status in SKIPPED_STATUSES or not query_terms(
+        request, keep_stopwords_if_alone=False
+    ):
+        return
+    text = experience_summary(request, tools_used, outcome_status, answer)
+    try:
+        store.put(
+            "experiences",
+            user,
+            f"{thread_id}:{turn}",
+            text,
+            search_text=clean_text(request),
+            thread_id=thread_id,
+            turn=turn,
+            status=outcome_status,
+            tools=list(dict.fromkeys(tools_used)),
+        )
+        store.prune("experiences", user, keep=MAX_EXPERIENCES_PER_USER)
+    except sqlite3.OperationalError as exc:
+        if not _busy(exc):
+            raise
+        log.warning("experience of turn %s of %s not recorded: %s", turn, thread_id, exc)
+
+
+def relevant_experiences(
+    store: MemoryStore,
+    user: str,
+    request: str,
+    limit: int = 3,
+    *,
+    exclude_thread: str | None = None,
+) -> list[str]:
+    """Summaries of the past turns most relevant to ``request`` (BM25 over their requests), best
+    first; none when no topic word is shared. ``exclude_thread``: the current thread, whose turns
+    the model already sees. A busy database gives none."""
+    if limit < 1:
+        return []
+    try:
+        hits = store.search(
+            "experiences", user, request, limit * 4 + 8, keep_stopwords_if_alone=False
+        )
+    except sqlite3.OperationalError as exc:
+        if not _busy(exc):
+            raise
+        log.warning("past experiences not consulted: %s", exc)
+        return []
+    texts = (
+        _clip(clean_text(hit.text), MAX_EXPERIENCE_CHARS)
+        for hit in hits
+        if exclude_thread is None or hit.fields.get("thread_id") != exclude_thread
+    )
+    return list(dict.fromkeys(texts))[:limit]
+
+
+def experience_prompt(experiences: Sequence[str]) -> str:
+    """The block to append to the system prompt, or "" when there is nothing relevant: a header,
+    at most MAX_PROMPT_EXPERIENCES single-line entries of at most MAX_EXPERIENCE_CHARS, a footer."""
+    entries = [_clip(clean_text(e), MAX_EXPERIENCE_CHARS) for e in experiences]
+    entries = [e for e in entries if e][:MAX_PROMPT_EXPERIENCES]
+    if not entries:
+        return ""
+    return "\n".join([EXPERIENCE_HEADER, *(f"- {e}" for e in entries), EXPERIENCE_FOOTER])
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def _busy(exc: sqlite3.OperationalError) -> bool:
+    return "locked" in str(exc) or "busy" in str(exc)
