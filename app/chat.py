@@ -8,13 +8,14 @@ import queue
 import signal
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolCall
+from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
@@ -94,6 +95,7 @@ def make_context(
     approval: str | None = None,
     memory: MemoryStore | None = None,
     user: str = "default",
+    extra_tools: Sequence[BaseTool] = (),
 ) -> AgentContext:
     model = model or make_chat_model(
         settings.model_spec, timeout=settings.model_timeout, protocol=settings.tool_protocol
@@ -103,6 +105,7 @@ def make_context(
         tools=[
             *default_tools(settings.workspace),
             *(make_memory_tools(memory, user) if memory is not None else []),
+            *extra_tools,
         ],
         system_prompt=SYSTEM_PROMPT,
         max_iterations=settings.max_iterations,

@@ -107,6 +107,13 @@ def chat(
             "--user", help="Whose long-term memory to use (default: the OS user; env APP_USER)."
         ),
     ] = None,
+    mcp_config: Annotated[
+        Path | None,
+        typer.Option(
+            "--mcp-config",
+            help="Load the tools of the MCP servers in this JSON file (env APP_MCP_CONFIG).",
+        ),
+    ] = None,
     stream: Annotated[
         StreamStyle,
         typer.Option(
@@ -126,22 +133,32 @@ def chat(
         tool_protocol=tool_protocol,
         approve=approve,
         user=user,
+        mcp_config=mcp_config,
     )
     thread_id = thread or new_thread_id()
     if message is None and not sys.stdin.isatty():
         message = sys.stdin.buffer.read().decode("utf-8", "replace")
-    if message is not None:
-        raise typer.Exit(_one_shot(settings, thread_id, message, jsonl, stream, created=not thread))
-    from app.repl import run_repl
+    from app.cli_mcp import open_mcp_tools
+    from tools import default_tools
 
-    run_repl(
-        settings,
-        thread_id,
-        out,
-        err,
-        show_updates=stream is StreamStyle.updates,
-        debug=state["debug"],
-    )
+    builtin = {t.name for t in default_tools(settings.workspace)}
+    with open_mcp_tools(settings.mcp_config, reserved_names=builtin) as extra_tools:
+        if message is not None:
+            code = _one_shot(
+                settings, thread_id, message, jsonl, stream, extra_tools, created=not thread
+            )
+            raise typer.Exit(code)
+        from app.repl import run_repl
+
+        run_repl(
+            settings,
+            thread_id,
+            out,
+            err,
+            extra_tools=extra_tools,
+            show_updates=stream is StreamStyle.updates,
+            debug=state["debug"],
+        )
 
 
 def _one_shot(
@@ -150,6 +167,7 @@ def _one_shot(
     message: str,
     jsonl: bool,
     stream: StreamStyle,
+    extra_tools: list,
     *,
     created: bool,
 ) -> int:
@@ -174,7 +192,9 @@ def _one_shot(
         open_memory(settings) as memory,
     ):
         user = memory_user(settings)
-        context = chat_service.make_context(settings, approval=policy, memory=memory, user=user)
+        context = chat_service.make_context(
+            settings, approval=policy, memory=memory, user=user, extra_tools=extra_tools
+        )
         session = ChatSession(settings, saver, thread_id, context, memory=memory, user=user)
         if created and not jsonl:
             err.print(f"[dim]thread {thread_id}[/dim]")
@@ -280,4 +300,4 @@ def doctor(
 
 
 # Commands defined in their own modules register themselves on `app` when imported.
-from app import cli_memory, cli_store, cli_time  # noqa: E402, F401
+from app import cli_mcp, cli_memory, cli_store, cli_time  # noqa: E402, F401

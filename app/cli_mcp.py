@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
@@ -10,8 +11,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from langchain_core.tools import BaseTool
-from langchain_core.utils.function_calling import convert_to_openai_tool
 from rich.markup import escape
 from rich.table import Table
 
@@ -20,6 +19,7 @@ from app.config import load_settings
 from app.errors import ConfigError
 
 if TYPE_CHECKING:
+    from langchain_core.tools import BaseTool
     from mcp.server.lowlevel import Server
 
 SERVER_NAME = "waypoint"
@@ -128,6 +128,8 @@ def _error_result(types: Any, message: str) -> Any:
 
 def input_schema(tool: BaseTool) -> dict[str, Any]:
     """The JSON schema of the tool's arguments exactly as a chat model is shown it."""
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+
     return convert_to_openai_tool(tool)["function"]["parameters"]
 
 
@@ -137,8 +139,15 @@ def run_stdio_server(server: Server) -> None:
     from mcp.server.stdio import stdio_server
 
     async def main() -> None:
-        async with stdio_server() as (read, write):
-            await server.run(read, write, server.create_initialization_options())
+        # The SDK's default wrappers close sys.stdout when garbage-collected, so the exit path could
+        # no longer flush it; these wrap duplicates of the two descriptors instead.
+        with (
+            open(os.dup(sys.stdin.fileno()), encoding="utf-8", errors="replace") as stdin,
+            open(os.dup(sys.stdout.fileno()), "w", encoding="utf-8") as stdout,
+        ):
+            streams = stdio_server(anyio.wrap_file(stdin), anyio.wrap_file(stdout))
+            async with streams as (read, write):
+                await server.run(read, write, server.create_initialization_options())
 
     anyio.run(main)
 

@@ -34,6 +34,7 @@ class Settings(BaseSettings):
     tool_protocol: Literal["native", "react"] = "native"
     approve: Literal["ask", "auto", "never"] | None = None
     user: str | None = Field(None, description="long-term memory namespace; default the OS user")
+    mcp_config: Path | None = None
     busy_timeout: float = Field(5.0, ge=0)
 
     @property

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from langchain_core.tools import BaseTool
 from prompt_toolkit import PromptSession
 from prompt_toolkit.history import FileHistory
 from prompt_toolkit.key_binding import KeyBindings
@@ -50,6 +53,7 @@ def run_repl(
     out: Console,
     err: Console,
     *,
+    extra_tools: Sequence[BaseTool] = (),
     show_updates: bool = False,
     debug: bool = False,
 ) -> None:
@@ -63,7 +67,7 @@ def run_repl(
     ):
         settings = settings.model_copy(update={"approve": settings.approve or "ask"})
         user = memory_user(settings)
-        context = make_context(settings, memory=memory, user=user)
+        context = make_context(settings, memory=memory, user=user, extra_tools=extra_tools)
         repl = Repl(
             settings,
             saver,

@@ -292,6 +292,7 @@ class _McpRuntime:
         self._closed = False
         self._stop: asyncio.Event | None = None
         self._holders: list[asyncio.Task] = []
+        self._readies: list[asyncio.Future] = []
 
     def start(self, timeout: float) -> list[tuple[ServerSpec, BaseTool]]:
         return self._submit(self._start_all(timeout)).result()
@@ -299,7 +300,7 @@ class _McpRuntime:
     async def _start_all(self, timeout: float) -> list[tuple[ServerSpec, BaseTool]]:
         self._stop = asyncio.Event()
         loop = asyncio.get_running_loop()
-        readies = [loop.create_future() for _ in self._specs]
+        self._readies = readies = [loop.create_future() for _ in self._specs]
         self._holders = [
             asyncio.create_task(self._hold(spec, ready), name=f"mcp-{spec.name}")
             for spec, ready in zip(self._specs, readies, strict=True)
@@ -394,14 +395,19 @@ class _McpRuntime:
             self._loop.close()
 
     async def _stop_all(self) -> None:
+        """Let connected sessions close in order (stdio servers see EOF and exit); cancel the ones
+        still starting, and any that do not finish in time (anyio then kills their process)."""
         if self._stop is not None:
             self._stop.set()
+        for holder, ready in zip(self._holders, self._readies, strict=True):
+            if not ready.done() or ready.cancelled() or ready.exception() is not None:
+                holder.cancel()
         if self._holders:
             _, pending = await asyncio.wait(self._holders, timeout=CLOSE_TIMEOUT)
             for task in pending:
                 task.cancel()
             if pending:
-                await asyncio.wait(pending, timeout=1)
+                await asyncio.wait(pending, timeout=CLOSE_TIMEOUT)
 
 
 async def _wait_ready(ready: asyncio.Future, spec: ServerSpec, timeout: float) -> list[BaseTool]:
