@@ -38,6 +38,7 @@ from graphs.state import AgentContext, turn_input
 from graphs.summarize import split_for_summary, summary_update, write_summary
 from tools import SIDE_EFFECT_TOOLS, default_tools
 from tools.memory import MemoryStore, make_memory_tools
+from tools.search import make_backend
 
 STREAM_MODES = ["updates", "messages", "custom"]
 PREVIEW_CHARS = 80
@@ -103,7 +104,11 @@ def make_context(
     return AgentContext(
         model=model,
         tools=[
-            *default_tools(settings.workspace),
+            *default_tools(
+                settings.workspace,
+                hidden=(settings.db.parent,),
+                search=make_backend(settings.search_backend, settings.db),
+            ),
             *(make_memory_tools(memory, user) if memory is not None else []),
             *extra_tools,
         ],

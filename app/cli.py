@@ -300,4 +300,4 @@ def doctor(
 
 
 # Commands defined in their own modules register themselves on `app` when imported.
-from app import cli_mcp, cli_memory, cli_store, cli_time  # noqa: E402, F401
+from app import cli_corpus, cli_mcp, cli_memory, cli_store, cli_time  # noqa: E402, F401

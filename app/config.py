@@ -35,6 +35,7 @@ class Settings(BaseSettings):
     approve: Literal["ask", "auto", "never"] | None = None
     user: str | None = Field(None, description="long-term memory namespace; default the OS user")
     mcp_config: Path | None = None
+    search_backend: Literal["local", "ddgs", "tavily"] = "local"
     busy_timeout: float = Field(5.0, ge=0)
 
     @property

@@ -38,8 +38,9 @@ TOOL_NAMES = [
     "edit_file",
     "list_files",
     "current_time",
+    "run_python",
 ]
-VALID_TOOLS = "calculator, current_time, edit_file, get_weather, list_files, read_file, write_file"
+VALID_TOOLS = "calculator, current_time, edit_file, get_weather, list_files, read_file, run_python, write_file"
 
 
 class Turns:

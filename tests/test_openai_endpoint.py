@@ -46,6 +46,7 @@ TOOL_NAMES = [
     "edit_file",
     "list_files",
     "current_time",
+    "run_python",
 ]
 HTML_503 = "<html><head><title>503 Service Unavailable</title></head><body>nginx</body></html>"
 

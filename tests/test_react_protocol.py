@@ -45,6 +45,7 @@ TOOL_NAMES = [
     "edit_file",
     "list_files",
     "current_time",
+    "run_python",
 ]
 GOOD_ACTION = 'Thought: use calculator\nAction: calculator\nAction Input: {"expression": "6*7"}'
 MALFORMED = "Action: calculator\nAction Input: {oops"
@@ -180,7 +181,7 @@ def test_unknown_tool_is_invalid_and_lists_the_valid_tools(specs: list[ReActTool
     assert (name, raw) == ("calc", '{"expression": "6*7"}')
     assert error == (
         "there is no tool named 'calc'. Valid tools: calculator, get_weather, read_file, "
-        f"write_file, edit_file, list_files, current_time. {FORMAT_HINT}"
+        f"write_file, edit_file, list_files, current_time, run_python. {FORMAT_HINT}"
     )
 
 

@@ -2,20 +2,37 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from langchain_core.tools import BaseTool
 
+if TYPE_CHECKING:
+    from tools.search import SearchBackend
+
 # Tools whose calls change something outside the conversation: replays ask before running them again.
-SIDE_EFFECT_TOOLS = frozenset({"write_file", "edit_file"})
+SIDE_EFFECT_TOOLS = frozenset({"write_file", "edit_file", "run_python"})
 
 
-def default_tools(workspace: Path) -> list[BaseTool]:
-    """Calculator, weather, workspace files and the clock, bound to this workspace directory."""
+def default_tools(
+    workspace: Path, *, hidden: Sequence[Path] = (), search: SearchBackend | None = None
+) -> list[BaseTool]:
+    """Calculator, weather, workspace files, the clock and sandboxed Python, bound to this
+    workspace; the sandbox also hides `hidden` (e.g. the database directory). With a `search`
+    backend, web_search too."""
     from tools.calculator import calculator
     from tools.clock import current_time
     from tools.file_tools import make_file_tools
     from tools.files import Workspace
+    from tools.sandbox import Sandbox, make_python_tool
     from tools.weather import get_weather
 
-    return [calculator, get_weather, *make_file_tools(Workspace(workspace)), current_time]
+    python = make_python_tool(Sandbox(hide=(workspace, *hidden)))
+    python.metadata = {**(python.metadata or {}), "risk": lambda args: "runs Python code"}
+    tools = [calculator, get_weather, *make_file_tools(Workspace(workspace)), current_time, python]
+    if search is not None:
+        from tools.search import make_search_tool
+
+        tools.append(make_search_tool(search))
+    return tools

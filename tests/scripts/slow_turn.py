@@ -29,7 +29,7 @@ def slow_step(label: str) -> str:
     return f"finished {label}"
 
 
-def slow_context(settings, model=None, approval=None):  # type: ignore[no-untyped-def]
+def slow_context(settings, model=None, **options):  # type: ignore[no-untyped-def]
     # A process that resumes the killed turn only needs the final answer.
     first = (
         []
@@ -37,7 +37,7 @@ def slow_context(settings, model=None, approval=None):  # type: ignore[no-untype
         else [ai_calls(call("slow_step", {"label": "A"}, "slow-1"))]
     )
     script = [*first, "all done"]
-    context = real_make_context(settings, ScriptedChatModel(script=script), approval)
+    context = real_make_context(settings, ScriptedChatModel(script=script), **options)
     return dataclasses.replace(context, tools=[slow_step])
 
 

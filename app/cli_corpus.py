@@ -1,0 +1,150 @@
+"""`corpus` commands: add, list, remove and search the documents web_search looks in."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from app.cli import DbOption, JsonOption, app, human_bytes, out
+from app.config import Settings, load_settings
+from app.errors import ConfigError, UsageError
+
+if TYPE_CHECKING:
+    from tools.search import LocalIndex
+
+corpus_app = typer.Typer(
+    help="The local document corpus that the web_search tool searches.", no_args_is_help=True
+)
+app.add_typer(corpus_app, name="corpus")
+
+MAX_SKIPS_SHOWN = 20
+ADD_HINT = "add documents with: python -m app corpus add PATH"
+
+
+@contextlib.contextmanager
+def _corpus_errors(settings: Settings) -> Iterator[None]:
+    """Corpus errors are written for the model; at the terminal they become usage/config errors."""
+    from app.store import database_error
+    from tools.errors import ToolInputError
+    from tools.search import CorpusDatabaseError, EmptyCorpusError, UnknownDocumentError
+
+    try:
+        yield
+    except CorpusDatabaseError as exc:
+        cause = exc.__cause__
+        if isinstance(cause, sqlite3.DatabaseError):
+            raise database_error(settings.db, cause) from cause
+        raise ConfigError(str(exc)) from exc
+    except EmptyCorpusError:
+        raise UsageError(f"the corpus is empty; {ADD_HINT}") from None
+    except (UnknownDocumentError, ToolInputError) as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _index(db: Path | None) -> tuple[Settings, LocalIndex]:
+    from app.store import connect
+    from tools.search import LocalIndex
+
+    settings = load_settings(db=db)
+    connect(settings.db, settings.busy_timeout).close()  # vets the file like every other command
+    return settings, LocalIndex(settings.db, busy_timeout=settings.busy_timeout)
+
+
+@corpus_app.command("add")
+def corpus_add(
+    paths: Annotated[
+        list[Path], typer.Argument(help="Files or directories (.txt .md .rst .html), recursively.")
+    ],
+    db: DbOption = None,
+) -> None:
+    """Index documents; a file added again is updated if it changed and left alone if not."""
+    missing = [str(p) for p in paths if not p.exists()]
+    if missing:
+        raise UsageError(f"no such file or directory: {', '.join(missing)}; nothing was added")
+    settings, index = _index(db)
+    with _corpus_errors(settings):
+        report = index.add(paths)
+    for outcome in [f for f in report.files if f.status != "skipped"]:
+        detail = f" ({outcome.detail})" if outcome.detail else ""
+        out.print(f"{outcome.status:<9} {outcome.path}{detail}", markup=False, highlight=False)
+    for outcome in report.skipped[:MAX_SKIPS_SHOWN]:
+        out.print(f"skipped   {outcome.path}: {outcome.detail}", markup=False, highlight=False)
+    if len(report.skipped) > MAX_SKIPS_SHOWN:
+        out.print(f"... and {len(report.skipped) - MAX_SKIPS_SHOWN} more skipped", markup=False)
+    out.print(
+        f"{len(report.added)} added, {len(report.updated)} updated, "
+        f"{len(report.unchanged)} unchanged, {len(report.skipped)} skipped",
+        highlight=False,
+    )
+
+
+@corpus_app.command("list")
+def corpus_list(db: DbOption = None, as_json: JsonOption = False) -> None:
+    """List the documents: id, title, path, chunks, size, when added."""
+    settings, index = _index(db)
+    with _corpus_errors(settings):
+        documents = index.list()
+    if as_json:
+        out.print_json(json.dumps([asdict(d) for d in documents], ensure_ascii=False))
+        return
+    if not documents:
+        out.print(f"the corpus is empty; {ADD_HINT}", markup=False)
+        return
+    table = Table("id", "title", "path", "chunks", "size", "added")
+    for d in documents:
+        table.add_row(
+            str(d.id),
+            escape(d.title[:50]),
+            escape(d.path),
+            str(d.chunks),
+            human_bytes(d.bytes),
+            d.added_at,
+        )
+    out.print(table)
+
+
+@corpus_app.command("remove")
+def corpus_remove(
+    path_or_id: Annotated[
+        str, typer.Argument(help="A document id or path (a directory removes everything in it).")
+    ],
+    db: DbOption = None,
+) -> None:
+    """Remove documents from the corpus (the files themselves are left alone)."""
+    settings, index = _index(db)
+    with _corpus_errors(settings):
+        removed = index.remove(path_or_id)
+    out.print(f"removed {removed} document{'s' if removed != 1 else ''}", highlight=False)
+
+
+@corpus_app.command("search")
+def corpus_search(
+    query: Annotated[str, typer.Argument(help="Words to look for.")],
+    limit: Annotated[
+        int, typer.Option("--limit", "-n", min=1, max=20, help="How many results (1-20).")
+    ] = 5,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Search the corpus as the web_search tool does: best documents first, with snippets."""
+    from tools.search import format_results, no_match_message
+
+    if not query.strip():
+        raise UsageError("the query is empty; give a few words to search for")
+    settings, index = _index(db)
+    with _corpus_errors(settings):
+        results = index.search(query, limit)
+    if as_json:
+        out.print_json(json.dumps([asdict(r) for r in results], ensure_ascii=False))
+        return
+    text = format_results(results) if results else no_match_message(query)
+    out.print(text, markup=False, highlight=False)

@@ -1,0 +1,493 @@
+"""Tests for the Python sandbox: each escape or exhaustion attempt is blocked or contained, nothing
+outlives a call, and the tool refuses (never falls back) when isolation cannot be set up."""
+
+from __future__ import annotations
+
+import json
+import socket
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tools.errors import ToolError, ToolInputError
+from tools.sandbox import (
+    MAX_CODE_CHARS,
+    NOBODY,
+    RunResult,
+    Sandbox,
+    _limit_from_outcome,
+    make_python_tool,
+    plan_root,
+    setup_script,
+)
+
+# Small limits keep the file fast; wall clocks are generous because CPU limits count CPU time, which
+# a loaded CI machine hands out slowly.
+SMALL = {
+    "cpu_seconds": 1,
+    "wall_seconds": 15,
+    "memory_bytes": 256 * 1024 * 1024,
+    "file_size_bytes": 2 * 1024 * 1024,
+    "max_processes": 8,
+    "tmpfs_bytes": 4 * 1024 * 1024,
+    "output_bytes": 4096,
+}
+
+
+def sandbox_processes() -> dict[int, str]:
+    """Live (non-zombie) processes of the sandbox's host uid, with their command lines."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            status = (entry / "status").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        uid = fields.get("Uid", "").split()[:1]
+        if uid == [str(NOBODY)] and "Z" not in fields.get("State", ""):
+            found[int(entry.name)] = cmdline.replace(b"\0", b" ").decode(errors="replace")
+    return found
+
+
+def processes_with(marker: str) -> list[str]:
+    hits = []
+    for entry in Path("/proc").iterdir():
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if marker.encode() in cmdline:
+            hits.append(cmdline.replace(b"\0", b" ").decode(errors="replace"))
+    return hits
+
+
+@pytest.fixture(autouse=True)
+def no_survivors() -> Iterator[None]:
+    before = set(sandbox_processes())
+    yield
+    left = {pid: cmd for pid, cmd in sandbox_processes().items() if pid not in before}
+    assert left == {}, f"sandbox processes outlived the call: {left}"
+
+
+@pytest.fixture
+def make_sandbox() -> Callable[..., Sandbox]:
+    def make(**overrides: object) -> Sandbox:
+        sandbox = Sandbox(**{**SMALL, **overrides})  # type: ignore[arg-type]
+        ok, reason = sandbox.available()
+        assert ok, f"isolation is unavailable on this machine: {reason}"
+        return sandbox
+
+    return make
+
+
+@pytest.fixture
+def sandbox(make_sandbox: Callable[..., Sandbox]) -> Sandbox:
+    return make_sandbox()
+
+
+# --- ordinary programs --------------------------------------------------------------------------
+
+
+def test_hello_world(sandbox: Sandbox) -> None:
+    result = sandbox.run("print('hello, world')")
+    assert (result.exit_code, result.signal, result.limit_hit) == (0, None, None)
+    assert (result.stdout, result.stderr) == ("hello, world\n", "")
+    assert result.ok
+    assert 0 < result.duration < 10
+
+
+def test_exception_gives_traceback_and_exit_1(sandbox: Sandbox) -> None:
+    result = sandbox.run("def f():\n    raise ValueError('boom')\nf()")
+    assert (result.exit_code, result.signal, result.limit_hit) == (1, None, None)
+    assert result.stderr.startswith("Traceback (most recent call last):")
+    assert result.stderr.endswith("ValueError: boom\n")
+    assert not result.ok
+
+
+def test_segfault_is_reported_as_sigsegv(sandbox: Sandbox) -> None:
+    result = sandbox.run("import ctypes\nctypes.string_at(0)")
+    assert (result.exit_code, result.signal, result.limit_hit) == (None, "SIGSEGV", None)
+    assert "Segmentation fault" in result.stderr  # faulthandler's report
+
+
+# --- resource limits ----------------------------------------------------------------------------
+
+
+def test_busy_loop_hits_the_cpu_limit(sandbox: Sandbox) -> None:
+    result = sandbox.run("while True:\n    pass")
+    assert (result.signal, result.limit_hit) == ("SIGXCPU", "cpu")
+    assert result.cpu_seconds is not None and result.cpu_seconds > 0.5  # rusage reads low
+
+
+def test_ignoring_sigxcpu_still_hits_the_hard_cpu_limit(sandbox: Sandbox) -> None:
+    code = "import signal\nsignal.signal(signal.SIGXCPU, signal.SIG_IGN)\nwhile True:\n    pass"
+    result = sandbox.run(code)
+    assert (result.signal, result.limit_hit) == ("SIGKILL", "cpu")
+
+
+def test_huge_power_hits_cpu_or_memory_limit(sandbox: Sandbox) -> None:
+    result = sandbox.run("x = 10**10**10")
+    assert result.limit_hit in ("cpu", "memory")
+    assert result.exit_code != 0
+
+
+def test_sleeping_forever_hits_the_wall_clock(make_sandbox: Callable[..., Sandbox]) -> None:
+    sandbox = make_sandbox(wall_seconds=1)
+    code = "import subprocess, time\nsubprocess.Popen(['sleep', '600'])\ntime.sleep(600)"
+    result = sandbox.run(code)
+    assert (result.exit_code, result.signal, result.limit_hit) == (None, "SIGKILL", "wall")
+    assert 1 <= result.duration < 5
+
+
+def test_2_gib_allocation_hits_the_memory_limit(sandbox: Sandbox) -> None:
+    result = sandbox.run("x = bytearray(2 * 1024**3)")
+    assert (result.exit_code, result.limit_hit) == (1, "memory")
+    assert result.stderr.endswith("MemoryError\n")
+
+
+@pytest.mark.parametrize("stream", ["stdout", "stderr"])
+def test_10_mb_of_output_is_truncated_and_marked(sandbox: Sandbox, stream: str) -> None:
+    result = sandbox.run(f"import sys\nfor _ in range(10_000):\n    sys.{stream}.write('x' * 1000)")
+    text = getattr(result, stream)
+    assert result.limit_hit == "output"
+    assert text.startswith("x" * 4096 + "\n[truncated")
+    assert text.endswith("[truncated: output exceeded 4096 bytes; the rest was discarded]")
+
+
+def test_invalid_utf8_output_is_replaced_not_fatal(sandbox: Sandbox) -> None:
+    result = sandbox.run("import sys\nsys.stdout.buffer.write(b'ok \\xff\\xfe')")
+    assert (result.exit_code, result.stdout) == (0, "ok \ufffd\ufffd")
+
+
+def test_filling_tmp_stops_at_the_tmpfs_size_and_host_disk_is_untouched(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    name = f"waypoint-fill-{uuid.uuid4().hex}"
+    code = f"""
+written = 0
+try:
+    for i in range(1000):
+        with open(f"/tmp/{name}-{{i}}", "wb") as f:
+            for _ in range(16):
+                f.write(b"x" * 65536)
+                written += 65536
+except OSError as exc:
+    print(written, exc.errno)
+    raise
+"""
+    result = sandbox.run(code)
+    assert result.limit_hit == "disk"
+    written, errno_ = map(int, result.stdout.split())
+    assert errno_ == 28  # ENOSPC
+    assert written <= SMALL["tmpfs_bytes"]
+    for place in (Path("/tmp"), tmp_path, Path("/")):
+        assert not list(place.glob(f"{name}*"))
+
+
+def test_one_huge_file_hits_the_file_size_limit(sandbox: Sandbox) -> None:
+    result = sandbox.run("open('/tmp/big', 'wb').write(b'x' * (3 * 1024 * 1024))")
+    assert (result.exit_code, result.limit_hit) == (1, "file_size")
+    assert "[Errno 27] File too large" in result.stderr
+
+
+def test_bounded_fork_bomb_is_contained_by_the_process_limit(sandbox: Sandbox) -> None:
+    code = """
+import os, time
+children = 0
+try:
+    for _ in range(200):
+        if os.fork() == 0:
+            time.sleep(600)
+            os._exit(0)
+        children += 1
+finally:
+    print(children)
+"""
+    result = sandbox.run(code)
+    assert result.limit_hit == "processes"
+    assert "BlockingIOError" in result.stderr
+    assert int(result.stdout) < SMALL["max_processes"]
+
+
+# --- isolation ----------------------------------------------------------------------------------
+
+
+def test_runs_as_nobody_without_capabilities_or_new_namespaces(sandbox: Sandbox) -> None:
+    code = """
+import json, os, subprocess
+status = dict(line.split(":", 1) for line in open("/proc/self/status") if ":" in line)
+nested = subprocess.run(["unshare", "--user", "--map-root-user", "true"], capture_output=True)
+print(json.dumps({
+    "uid": os.getuid(), "gid": os.getgid(), "groups": os.getgroups(),
+    "cap_eff": int(status["CapEff"], 16), "cap_prm": int(status["CapPrm"], 16),
+    "no_new_privs": int(status["NoNewPrivs"]), "nested_userns": nested.returncode,
+    "pid": os.getpid(), "cwd": os.getcwd(), "cwd_entries": os.listdir("."),
+}))
+"""
+    report = json.loads(sandbox.run(code).stdout)
+    assert (report["uid"], report["gid"]) == (NOBODY, NOBODY)
+    assert report["groups"] in ([], [NOBODY])
+    assert (report["cap_eff"], report["cap_prm"], report["no_new_privs"]) == (0, 0, 1)
+    assert report["nested_userns"] != 0
+    assert report["pid"] != 1  # an init is PID 1, so signals and limits behave
+    assert (report["cwd"], report["cwd_entries"]) == ("/tmp", [])
+
+
+def test_writing_etc_or_usr_fails(sandbox: Sandbox) -> None:
+    name = f"waypoint-sandbox-{uuid.uuid4().hex}"
+    code = f"""
+import errno
+for path, mode in [("/etc/{name}", "w"), ("/etc/passwd", "a"), ("/usr/{name}", "w"), ("/{name}", "w")]:
+    try:
+        open(path, mode).close()
+        print(path, "WRITTEN")
+    except OSError as exc:
+        print(path, errno.errorcode[exc.errno])
+"""
+    result = sandbox.run(code)
+    assert "WRITTEN" not in result.stdout
+    assert len(result.stdout.splitlines()) == 4
+    assert not Path("/etc", name).exists() and not Path("/usr", name).exists()
+    assert not Path("/", name).exists()
+
+
+def test_checkpoint_db_workspace_and_cwd_are_not_visible(
+    make_sandbox: Callable[..., Sandbox], tmp_path: Path
+) -> None:
+    db = tmp_path / "db" / "agent.sqlite"
+    db.parent.mkdir()
+    db.write_text("SECRET-CHECKPOINT")
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    (workspace / "notes.txt").write_text("SECRET-NOTES")
+    assert Path.cwd() == tmp_path
+    sandbox = make_sandbox(hide=[db.parent, workspace])
+    code = f"""
+import os
+for path in [{str(db)!r}, {str(workspace / "notes.txt")!r}, "/proc/1/root{db}",
+             "/proc/self/root{db}", "../../{db}", "/root/.bashrc"]:
+    try:
+        print(open(path).read())
+    except OSError as exc:
+        print(path, type(exc).__name__)
+print(sorted(os.listdir("/")))
+"""
+    result = sandbox.run(code)
+    assert "SECRET" not in result.stdout
+    assert result.stdout.count("Error") == 6
+    assert result.exit_code == 0
+
+
+def test_hidden_directory_inside_a_visible_tree_is_empty(
+    make_sandbox: Callable[..., Sandbox],
+) -> None:
+    target = next(
+        p for p in sorted(Path("/usr/share").iterdir()) if p.is_dir() and any(p.iterdir())
+    )
+    sandbox = make_sandbox(hide=[target])
+    result = sandbox.run(f"import os\nprint(os.listdir({str(target)!r}))")
+    assert result.stdout == "[]\n"
+    assert plan_root(Path("/usr/bin/python3"), [target]).hidden == [str(target)]
+
+
+def test_secrets_in_the_callers_environment_are_not_visible(
+    sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-SECRET-KEY")
+    code = """
+import os
+print(sorted(os.environ))
+print(os.environ.get("OPENAI_API_KEY"))
+for pid in ("1", "self"):
+    try:
+        print(open(f"/proc/{pid}/environ").read())
+    except OSError as exc:
+        print(type(exc).__name__)
+"""
+    result = sandbox.run(code)
+    assert "SECRET" not in result.stdout and "OPENAI" not in result.stdout
+    assert result.exit_code == 0
+
+
+def test_loopback_listener_on_the_host_is_unreachable(sandbox: Sandbox) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        code = f"""
+import socket
+try:
+    socket.create_connection(("127.0.0.1", {port}), timeout=2).close()
+    print("CONNECTED")
+except OSError as exc:
+    print(type(exc).__name__, exc.errno)
+print(sorted(name for _, name in socket.if_nameindex()))
+"""
+        result = sandbox.run(code)
+        server.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            server.accept()
+    assert "CONNECTED" not in result.stdout
+    assert result.stdout.splitlines()[1] == "['lo']"
+
+
+def test_setsid_daemon_does_not_outlive_the_call(sandbox: Sandbox) -> None:
+    marker = f"waypoint-daemon-{uuid.uuid4().hex}"
+    code = f"""
+import os, sys, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(600)", {marker!r}])
+    os._exit(0)
+for _ in range(200):  # wait until the daemon runs, as seen from inside
+    if any({marker!r}.encode() in open(f"/proc/{{p}}/cmdline", "rb").read()
+           for p in os.listdir("/proc") if p.isdigit()):
+        print("daemon running")
+        break
+    time.sleep(0.01)
+"""
+    result = sandbox.run(code)
+    assert result.stdout == "daemon running\n"
+    assert processes_with(marker) == []
+
+
+def test_wall_clock_kill_takes_the_whole_tree_down(make_sandbox: Callable[..., Sandbox]) -> None:
+    marker = f"waypoint-orphan-{uuid.uuid4().hex}"
+    sandbox = make_sandbox(wall_seconds=1.5)
+    code = f"""
+import os, subprocess, sys, time
+for _ in range(3):
+    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", {marker!r}],
+                     start_new_session=True)
+time.sleep(600)
+"""
+    result = sandbox.run(code)
+    assert result.limit_hit == "wall"
+    assert processes_with(marker) == []
+
+
+# --- refusing to run ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("unshare", ["/nonexistent/unshare", "/bin/true"])
+def test_unavailable_isolation_refuses_and_never_runs_the_code(
+    tmp_path: Path, unshare: str
+) -> None:
+    marker = tmp_path / "ran"
+    sandbox = Sandbox(**SMALL, unshare=unshare)  # type: ignore[arg-type]
+    ok, reason = sandbox.available()
+    assert not ok and reason
+    code = f"open({str(marker)!r}, 'w').write('ran')"
+    with pytest.raises(
+        ToolError, match=r"^code execution is unavailable on this machine: .*; nothing was run$"
+    ):
+        sandbox.run(code)
+    with pytest.raises(ToolError, match="code execution is unavailable"):
+        make_python_tool(sandbox).invoke({"code": code})
+    assert not marker.exists()
+
+
+def test_setup_failure_after_a_good_probe_refuses_too(sandbox: Sandbox, tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    broken = Sandbox(**SMALL, hide=["/usr/bin"])  # type: ignore[arg-type]
+    assert broken.available() == (True, "")  # cached from `sandbox`: same isolation settings
+    with pytest.raises(ToolError, match=r"could not be set up \(.*not found\); nothing was run$"):
+        broken.run(f"open({str(marker)!r}, 'w').write('ran')")
+    assert not marker.exists()
+
+
+# --- the tool -----------------------------------------------------------------------------------
+
+
+def test_tool_name_schema_and_description(sandbox: Sandbox) -> None:
+    tool = make_python_tool(sandbox)
+    assert tool.name == "run_python"
+    assert list(tool.args) == ["code"]
+    assert tool.description.splitlines()[0] == (
+        "Run a short Python 3 program in an isolated sandbox (no network, no files kept) and "
+        "return its exit status, stdout and stderr."
+    )
+
+
+def test_tool_reports_a_failing_program_as_a_normal_result(sandbox: Sandbox) -> None:
+    text = make_python_tool(sandbox).invoke({"code": "print('partial')\n1/0"})
+    assert text.startswith("exit status: 1\nlimit hit: none\nstdout:\npartial\n\nstderr:\n")
+    assert text.endswith("ZeroDivisionError: division by zero\n")
+
+
+def test_tool_reports_the_limit_that_was_hit(sandbox: Sandbox) -> None:
+    text = make_python_tool(sandbox).invoke({"code": "x = bytearray(2 * 1024**3)"})
+    assert text.startswith("exit status: 1\nlimit hit: memory — memory limit (256 MiB)\nstdout:\n")
+    text = make_python_tool(sandbox).invoke({"code": "import ctypes\nctypes.string_at(0)"})
+    assert text.startswith("exit status: killed by signal SIGSEGV\nlimit hit: none\n")
+
+
+def test_tool_refuses_overlong_or_empty_code(sandbox: Sandbox) -> None:
+    tool = make_python_tool(sandbox)
+    with pytest.raises(ToolInputError, match=f"limit is {MAX_CODE_CHARS}"):
+        tool.invoke({"code": "x = 1\n" * (MAX_CODE_CHARS // 6 + 1)})
+    with pytest.raises(ToolInputError, match="empty"):
+        tool.invoke({"code": "  \n"})
+
+
+# --- pure helpers -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "signal", "cpu", "stderr", "expected"),
+    [
+        (0, None, 0.1, "MemoryError\n", None),
+        (None, "SIGXCPU", 1.0, "", "cpu"),
+        (None, "SIGKILL", 2.0, "", "cpu"),
+        (None, "SIGKILL", 0.1, "", None),
+        (1, None, 0.1, "Traceback...\nMemoryError\n", "memory"),
+        (1, None, 0.1, "OSError: [Errno 28] No space left on device\n", "disk"),
+        (1, None, 0.1, "OSError: [Errno 27] File too large\n", "file_size"),
+        (
+            1,
+            None,
+            0.1,
+            "BlockingIOError: [Errno 11] Resource temporarily unavailable\n",
+            "processes",
+        ),
+        (1, None, 0.1, "RuntimeError: can't start new thread\n", "processes"),
+        (1, None, 0.1, "ValueError: MemoryError is not the last line\nKeyError: 1\n", None),
+    ],
+)
+def test_limit_from_outcome(
+    exit_code: int | None, signal: str | None, cpu: float, stderr: str, expected: str | None
+) -> None:
+    assert _limit_from_outcome(exit_code, signal, cpu, 1, stderr) == expected
+
+
+def test_run_result_ok_needs_exit_0_and_no_limit() -> None:
+    assert RunResult(0, None, "", "", 0.1, None).ok
+    assert not RunResult(0, None, "x", "", 0.1, "output").ok
+    assert not RunResult(None, "SIGSEGV", "", "", 0.1, None).ok
+
+
+def test_root_plan_shows_only_usr_copies_of_etc_and_devices_and_hides_inside_binds() -> None:
+    plan = plan_root(Path("/usr/bin/python3"), [Path("/work"), Path("/usr/share"), Path("/")])
+    assert plan.binds == ["/usr"] + [f"/{d}" for d in plan.dirs if d in ("bin", "lib", "lib64")]
+    assert plan.hidden == ["/usr/share"]  # /work is not visible at all; / is not inside a bind
+    assert "/dev/null" in plan.devices
+    assert "etc/passwd" in dict(plan.files)
+
+
+def test_root_plan_binds_an_interpreter_outside_usr_by_its_prefix() -> None:
+    plan = plan_root(Path("/opt/py/bin/python3.11"), [Path("/opt/py/lib/secrets")])
+    assert "/opt/py" in plan.binds and "opt/py" in plan.dirs
+
+
+def test_setup_script_quotes_every_path_and_text() -> None:
+    plan = plan_root(Path("/usr/bin/python3"), [])
+    plan.files.append(("etc/evil", "'; touch /pwned; '"))
+    plan.binds.append("/opt/a b")
+    script = setup_script(plan, "size=1m")
+    assert "printf %s ''\"'\"'; touch /pwned; '\"'\"'' > etc/evil" in script
+    assert "mount --bind '/opt/a b' './opt/a b'" in script
+    assert script.endswith('exec "$@"\n')
