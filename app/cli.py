@@ -299,5 +299,47 @@ def doctor(
         raise typer.Exit(1)
 
 
+@app.command("tools")
+def list_tools(
+    as_json: JsonOption = False,
+    mcp_config: Annotated[
+        Path | None, typer.Option("--mcp-config", help="Include the tools of these MCP servers.")
+    ] = None,
+    db: DbOption = None,
+) -> None:
+    """List every tool the agent can call, with its description and JSON schema."""
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+
+    from app.chat import make_context
+    from app.cli_mcp import open_mcp_tools
+    from app.memory import memory_user, open_memory
+    from graphs.approvals import risk_of
+
+    settings = load_settings(db=db, mcp_config=mcp_config, model="offline")
+    with open_memory(settings) as memory, open_mcp_tools(settings.mcp_config) as extra:
+        context = make_context(
+            settings, memory=memory, user=memory_user(settings), extra_tools=extra
+        )
+        described = [
+            {
+                **convert_to_openai_tool(tool)["function"],
+                "needs_approval": "sometimes"
+                if (tool.metadata or {}).get("risk") or risk_of(tool, {})
+                else "no",
+            }
+            for tool in context.tools
+        ]
+    if as_json:
+        out.print_json(json.dumps(described, ensure_ascii=False))
+        return
+    table = Table("tool", "description", "arguments", "approval")
+    for tool in described:
+        arguments = ", ".join(tool.get("parameters", {}).get("properties", {})) or "-"
+        table.add_row(
+            tool["name"], tool["description"].split("\n")[0], arguments, tool["needs_approval"]
+        )
+    out.print(table)
+
+
 # Commands defined in their own modules register themselves on `app` when imported.
 from app import cli_corpus, cli_mcp, cli_memory, cli_store, cli_time  # noqa: E402, F401
