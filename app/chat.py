@@ -108,6 +108,7 @@ def make_context(
                 settings.workspace,
                 hidden=(settings.db.parent,),
                 search=make_backend(settings.search_backend, settings.db),
+                weather_backend=settings.weather_backend,
             ),
             *(make_memory_tools(memory, user) if memory is not None else []),
             *extra_tools,

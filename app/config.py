@@ -36,6 +36,7 @@ class Settings(BaseSettings):
     user: str | None = Field(None, description="long-term memory namespace; default the OS user")
     mcp_config: Path | None = None
     search_backend: Literal["local", "ddgs", "tavily"] = "local"
+    weather_backend: Literal["offline", "open-meteo"] = "offline"
     busy_timeout: float = Field(5.0, ge=0)
 
     @property

@@ -16,7 +16,11 @@ SIDE_EFFECT_TOOLS = frozenset({"write_file", "edit_file", "run_python"})
 
 
 def default_tools(
-    workspace: Path, *, hidden: Sequence[Path] = (), search: SearchBackend | None = None
+    workspace: Path,
+    *,
+    hidden: Sequence[Path] = (),
+    search: SearchBackend | None = None,
+    weather_backend: str = "offline",
 ) -> list[BaseTool]:
     """Calculator, weather, workspace files, the clock and sandboxed Python, bound to this
     workspace; the sandbox also hides `hidden` (e.g. the database directory). With a `search`
@@ -26,11 +30,12 @@ def default_tools(
     from tools.file_tools import make_file_tools
     from tools.files import Workspace
     from tools.sandbox import Sandbox, make_python_tool
-    from tools.weather import get_weather
+    from tools.weather_online import make_weather_tool
 
     python = make_python_tool(Sandbox(hide=(workspace, *hidden)))
     python.metadata = {**(python.metadata or {}), "risk": lambda args: "runs Python code"}
-    tools = [calculator, get_weather, *make_file_tools(Workspace(workspace)), current_time, python]
+    weather = make_weather_tool(weather_backend)
+    tools = [calculator, weather, *make_file_tools(Workspace(workspace)), current_time, python]
     if search is not None:
         from tools.search import make_search_tool
 

@@ -57,6 +57,7 @@ class City:
     aliases: tuple[str, ...]
     country: str
     latitude: float
+    longitude: float
     hemisphere: Literal["north", "south"]
     climate: tuple[MonthlyNormal, ...]
 
@@ -88,6 +89,7 @@ def _parse_city(raw: dict[str, Any]) -> City:
         aliases=tuple(raw.get("aliases", ())),
         country=raw["country"],
         latitude=float(raw["latitude"]),
+        longitude=float(raw["longitude"]),
         hemisphere=raw["hemisphere"],
         climate=climate,
     )
