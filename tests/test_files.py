@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+import shutil
 import stat
 import time
 from pathlib import Path
@@ -419,3 +421,55 @@ def test_writes_and_edits_journal_the_text_before_and_after(ws: Workspace) -> No
     assert (second["previous"], second["content"]) == ("v1", "v2 v2")
     edited = artifact("edit_file", {"path": "n/a.txt", "old_text": "v2 v2", "new_text": "v3"})
     assert (edited["previous"], edited["content"]) == ("v2 v2", "v3")
+
+
+def test_a_symlink_swap_race_never_reaches_outside(ws: Workspace, root: Path, tmp_path: Path):
+    """A directory swapped for a symlink to the outside while the agent reads and writes through it:
+    every operation either works inside the workspace or is refused; the outside is never touched."""
+    import threading
+    import time
+
+    secret_dir = tmp_path / "secret"
+    secret_dir.mkdir()
+    (secret_dir / "f.txt").write_text("SECRET")
+    real, link, parked = root / "d", root / "d.link", root / "d.real"
+    real.mkdir()
+    (real / "f.txt").write_text("inside")
+    link.symlink_to(secret_dir)
+    stop = threading.Event()
+
+    swaps = [0]
+
+    def swap() -> None:
+        while not stop.is_set():
+            try:
+                real.rename(parked)
+                link.rename(real)  # d is now a symlink to the secret directory
+                real.rename(link)
+                parked.rename(real)
+                swaps[0] += 1
+            except OSError:  # a write re-created "d" while it was away: clear it and go on
+                with contextlib.suppress(OSError):
+                    if real.is_dir() and not real.is_symlink() and parked.exists():
+                        shutil.rmtree(real, ignore_errors=True)
+                    if not link.is_symlink() and real.is_symlink():
+                        real.rename(link)
+                    if parked.exists() and not real.exists():
+                        parked.rename(real)
+
+    swapper = threading.Thread(target=swap)
+    swapper.start()
+    seen, deadline = set(), time.monotonic() + 1.0
+    try:
+        while time.monotonic() < deadline:
+            with contextlib.suppress(ToolError):
+                seen.add(ws.read("d/f.txt"))
+            with contextlib.suppress(ToolError):
+                ws.write("d/f.txt", "inside")
+    finally:
+        stop.set()
+        swapper.join()
+    assert swaps[0] > 20, "the race never really ran"
+    assert "SECRET" not in seen
+    assert (secret_dir / "f.txt").read_text() == "SECRET"
+    assert sorted(p.name for p in secret_dir.iterdir()) == ["f.txt"]
