@@ -6,15 +6,17 @@ import json
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from app.config import Settings, load_settings
 from app.errors import AgentRunError, ExitStatus
+
+if TYPE_CHECKING:
+    from app.config import Settings
 
 app = typer.Typer(
     help="Waypoint: a LangGraph agent for the terminal whose every step is a durable checkpoint.",
@@ -28,6 +30,15 @@ app.add_typer(threads_app, name="threads")
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
 state = {"debug": False}
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Settings for a command; pydantic-settings is imported only when a command runs, which keeps
+    `--help` fast."""
+    from app.config import load_settings as load
+
+    return load(**overrides)
+
 
 DbOption = Annotated[
     Path | None, typer.Option("--db", help="SQLite checkpoint database (env APP_DB).")

@@ -14,8 +14,9 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from app.cli import DbOption, JsonOption, app, human_bytes, out
-from app.config import Settings, load_settings
+if TYPE_CHECKING:
+    from app.config import Settings
+from app.cli import DbOption, JsonOption, app, human_bytes, load_settings, out
 from app.errors import ConfigError, UsageError
 
 if TYPE_CHECKING:

@@ -14,8 +14,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from app.cli import JsonOption, app, err, out
-from app.config import load_settings
+from app.cli import JsonOption, app, err, load_settings, out
 from app.errors import ConfigError
 
 if TYPE_CHECKING:

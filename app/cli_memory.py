@@ -11,8 +11,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from app.cli import DbOption, JsonOption, app, err, out
-from app.config import load_settings
+from app.cli import DbOption, JsonOption, app, err, load_settings, out
 from app.errors import UsageError
 
 memory_app = typer.Typer(

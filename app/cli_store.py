@@ -12,8 +12,7 @@ from typing import Annotated
 
 import typer
 
-from app.cli import DbOption, ThreadOption, app, err, out, threads_app
-from app.config import load_settings
+from app.cli import DbOption, ThreadOption, app, err, load_settings, out, threads_app
 from app.errors import UsageError
 
 

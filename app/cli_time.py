@@ -8,14 +8,15 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 from rich.tree import Tree
 
-from app.cli import DbOption, JsonOption, ThreadOption, app, err, out, state
-from app.config import Settings, load_settings
+if TYPE_CHECKING:
+    from app.config import Settings
+from app.cli import DbOption, JsonOption, ThreadOption, app, err, load_settings, out, state
 from app.errors import AgentRunError, UsageError
 
 CheckpointOption = Annotated[
