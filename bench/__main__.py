@@ -1,0 +1,183 @@
+"""`python -m bench [--quick] [--json FILE] [--keep DIR]`: run the workloads, print the table."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from importlib.metadata import version
+from pathlib import Path
+
+from bench import report, workloads
+
+FULL = {
+    "turns": (10, 100, 1000),
+    "threads": 1000,
+    "repeats": 5,
+    "processes": 4,
+    "concurrent_turns": 100,
+}
+QUICK = {
+    "turns": (10, 30),
+    "threads": 30,
+    "repeats": 1,
+    "processes": 4,
+    "concurrent_turns": 6,
+}
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench",
+        description="Waypoint's machinery cost against plain LangGraph, measured side by side.",
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="small sizes for a smoke run (under a minute)"
+    )
+    parser.add_argument("--json", type=Path, help="also write every figure to this JSON file")
+    parser.add_argument(
+        "--turns",
+        type=int,
+        nargs="+",
+        help="thread lengths to run instead of the preset's (e.g. --turns 10 100)",
+    )
+    parser.add_argument(
+        "--keep", type=Path, help="build the databases in this directory and keep them"
+    )
+    return parser.parse_args(argv)
+
+
+def meta(argv: list[str], quick: bool, sizes: dict) -> dict:
+    from app.config import load_settings
+
+    settings = load_settings()
+    return {
+        "command": " ".join(["python -m bench", *argv]),
+        "quick": quick,
+        "sizes": {k: list(v) if isinstance(v, tuple) else v for k, v in sizes.items()},
+        "nproc": os.cpu_count(),
+        "nproc_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "load_average_at_start": list(os.getloadavg()),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "versions": {
+            name: version(name)
+            for name in (
+                "langgraph",
+                "langgraph-checkpoint",
+                "langgraph-checkpoint-sqlite",
+                "langgraph-prebuilt",
+                "langchain-core",
+            )
+        },
+        "waypoint_settings": {
+            "context_tokens": settings.context_tokens,
+            "max_iterations": settings.max_iterations,
+        },
+        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+
+
+class Results:
+    """Figures and raw results so far; with `--json`, rewritten after every workload, so an
+    interrupted run still leaves what it measured (`"complete": false`)."""
+
+    def __init__(self, info: dict, json_path: Path | None) -> None:
+        self.info = info
+        self.json_path = json_path
+        self.figures: list[report.Figure] = []
+        self.raw: dict = {"threads": {}}
+        self.targets: list[report.Target] = []
+
+    def document(self, complete: bool) -> dict:
+        return {
+            "meta": self.info | {"complete": complete},
+            "figures": [f.as_dict() for f in self.figures],
+            "targets": [t.as_dict() for t in self.targets],
+            "workloads": self.raw,
+        }
+
+    def save(self, complete: bool = False) -> None:
+        if self.json_path:
+            text = json.dumps(self.document(complete), indent=2, default=str)
+            self.json_path.write_text(text + "\n")
+
+
+def run(sizes: dict, workdir: Path, results: Results, log: Callable[[str], None]) -> None:
+    raw = results.raw
+    for turns in sizes["turns"]:
+        log(f"thread of {turns} turns (session, graph, baseline interleaved) …")
+        raw["threads"][turns] = workloads.long_thread(turns, workdir)
+        results.figures += report.thread_figures(turns, raw["threads"][turns])
+        results.save()
+    largest = max(sizes["turns"])
+    long_dbs = {
+        "waypoint": workdir / f"thread-{largest}-session" / "agent.sqlite",
+        "baseline": workdir / f"thread-{largest}-baseline" / "agent.sqlite",
+    }
+    log(f"listings: {sizes['threads']} threads, and the {largest}-turn thread …")
+    raw["listings"] = workloads.listings(sizes["threads"], long_dbs, workdir, sizes["repeats"])
+    results.figures += report.listing_figures(raw["listings"])
+    results.save()
+    log("cold start …")
+    raw["cold_start"] = workloads.cold_start(workdir, sizes["repeats"])
+    results.figures += report.cold_start_figures(raw["cold_start"])
+    results.save()
+    log(f"{sizes['processes']} processes on one database …")
+    raw["concurrent"] = workloads.concurrent(workdir, sizes["processes"], sizes["concurrent_turns"])
+    results.figures += report.concurrent_figures(raw["concurrent"])
+    results.targets = report.targets(raw["threads"], raw["listings"], raw["cold_start"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse(argv)
+    sizes = QUICK if args.quick else FULL
+    if args.turns:
+        sizes = sizes | {"turns": tuple(sorted(set(args.turns)))}
+    info = meta(argv, args.quick, sizes)
+    results = Results(info, args.json)
+    started = time.perf_counter()
+
+    def log(text: str) -> None:
+        print(f"[{time.perf_counter() - started:6.1f}s] {text}", file=sys.stderr, flush=True)
+
+    if args.keep:
+        args.keep.mkdir(parents=True, exist_ok=True)
+        workdir = Path(tempfile.mkdtemp(prefix="bench-", dir=args.keep))
+    else:
+        workdir = Path(tempfile.mkdtemp(prefix="waypoint-bench-"))
+    try:
+        run(sizes, workdir, results, log)
+    finally:
+        if not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+    info["duration_s"] = time.perf_counter() - started
+    results.save(complete=True)
+    print(
+        f"Waypoint vs plain LangGraph (create_react_agent + default SqliteSaver); "
+        f"nproc {info['nproc']}; ratio = Waypoint / baseline; * = worse than the baseline"
+    )
+    print(report.table(results.figures))
+    concurrent = results.raw["concurrent"]
+    print(
+        f"\nerrors with {concurrent['processes']} processes: "
+        f"Waypoint {concurrent['waypoint']['errors']}, baseline {concurrent['baseline']['errors']}"
+    )
+    floor = results.raw["cold_start"]["interpreter_s"]
+    print(f"cold start floor (python -c pass): {floor:.2f} s")
+    print("\ntargets" + (" (quick sizes)" if args.quick else "") + ":")
+    print(report.targets_table(results.targets))
+    print(f"\n{info['command']}: {info['duration_s']:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,265 @@
+"""Turn the workloads' raw results into figures (Waypoint, baseline, ratio), targets and a table."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One measured quantity for Waypoint and for the baseline, in the same run and unit."""
+
+    workload: str
+    metric: str
+    unit: str
+    waypoint: float
+    baseline: float
+    better: str = "lower"  # which way is good for Waypoint: lower, higher, or "" (neither)
+    path: str = ""  # session | graph | in-process | cli, where it matters
+
+    @property
+    def ratio(self) -> float:
+        return self.waypoint / self.baseline
+
+    def as_dict(self) -> dict:
+        return asdict(self) | {"ratio": self.ratio}
+
+    def label(self) -> str:
+        path = f" [{self.path}]" if self.path else ""
+        return f"{self.metric}{path}"
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    value: float
+    limit: float
+    unit: str
+    met: bool
+    note: str = ""
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+MS_METRICS = {
+    "turn_ms_start_median": "turn p50, first turns",
+    "turn_ms_start_p95": "turn p95, first turns",
+    "turn_ms_end_median": "turn p50, last turns",
+    "turn_ms_end_p95": "turn p95, last turns",
+}
+STORAGE_METRICS = {
+    "db_bytes_on_disk": ("DB on disk (db + WAL)", "bytes"),
+    "bytes_per_turn_end": ("DB growth per turn, last turns", "bytes"),
+    "message_json_bytes_per_turn": ("message JSON per turn", "bytes"),
+    "checkpoint_rows": ("checkpoint rows", "rows"),
+    "write_rows": ("write rows", "rows"),
+}
+
+
+def thread_figures(turns: int, result: dict) -> list[Figure]:
+    workload = f"thread N={turns}"
+    base = result["baseline"]
+    figures = [
+        Figure(workload, label, "ms", result[path][key], base[key], path=path)
+        for key, label in MS_METRICS.items()
+        for path in ("session", "graph")
+    ]
+    figures += [
+        Figure(
+            workload,
+            label,
+            unit,
+            result["session"][key],
+            base[key],
+            better="" if key == "message_json_bytes_per_turn" else "lower",
+        )
+        for key, (label, unit) in STORAGE_METRICS.items()
+    ]
+    return figures
+
+
+def listing_figures(result: dict) -> list[Figure]:
+    many = f"{result['threads']} threads"
+    cases = {
+        "threads_list_many": (f"threads list, {many}", "in-process"),
+        "history_many": (f"history first page, {many}", "in-process"),
+        "threads_list_long": ("threads list, long-thread DB", "in-process"),
+        "history_long": ("history first page, long thread", "in-process"),
+        "threads_list_cli": (f"threads list, {many}", "cli"),
+        "history_cli": ("history first page, long thread", "cli"),
+    }
+    figures = [
+        Figure(
+            "listings",
+            f"generate {many} (1 turn each)",
+            "s",
+            result["generation_s"]["waypoint"],
+            result["generation_s"]["baseline"],
+        ),
+        Figure(
+            "listings",
+            f"DB on disk, {many}",
+            "bytes",
+            result["db_bytes"]["waypoint"],
+            result["db_bytes"]["baseline"],
+        ),
+    ]
+    figures += [
+        Figure(
+            "listings",
+            label,
+            "ms",
+            1000 * result[key]["waypoint"],
+            1000 * result[key]["baseline"],
+            path=path,
+        )
+        for key, (label, path) in cases.items()
+    ]
+    return figures
+
+
+def cold_start_figures(result: dict) -> list[Figure]:
+    labels = {
+        "help_s": "--help",
+        "first_token_s": "one-shot turn: first token",
+        "one_shot_total_s": "one-shot turn: exit",
+    }
+    return [
+        Figure("cold start", label, "s", result[key]["waypoint"], result[key]["baseline"])
+        for key, label in labels.items()
+    ]
+
+
+def concurrent_figures(result: dict) -> list[Figure]:
+    workload = f"{result['processes']} processes"
+    return [
+        Figure(
+            workload,
+            "turns per second (all processes)",
+            "turns/s",
+            result["waypoint"]["turns_per_s"],
+            result["baseline"]["turns_per_s"],
+            better="higher",
+        ),
+        Figure(
+            workload,
+            "turn p50 under contention",
+            "ms",
+            result["waypoint"]["turn_ms_median"],
+            result["baseline"]["turn_ms_median"],
+        ),
+    ]
+
+
+def targets(threads: dict[int, dict], listings: dict, cold: dict) -> list[Target]:
+    sizes = sorted(threads)
+    smallest, largest = sizes[0], sizes[-1]
+    found = []
+    for path in ("session", "graph"):
+        flat = (
+            threads[largest][path]["turn_ms_end_median"]
+            / threads[smallest][path]["turn_ms_end_median"]
+        )
+        found.append(
+            Target(
+                f"turn {largest} vs turn {smallest} per-turn time [{path}]",
+                flat,
+                1.2,
+                "x",
+                flat <= 1.2,
+                "p50 of the last turns of each thread",
+            )
+        )
+        for n in sizes:
+            ratio = (
+                threads[n][path]["turn_ms_end_median"]
+                / threads[n]["baseline"]["turn_ms_end_median"]
+            )
+            found.append(
+                Target(
+                    f"turn time vs baseline at N={n} [{path}]",
+                    ratio,
+                    1.0,
+                    "x",
+                    ratio < 1.0,
+                    "p50 of the last turns",
+                )
+            )
+    for n in sizes:
+        session = threads[n]["session"]
+        ratio = session["bytes_per_turn_end"] / session["message_json_bytes_per_turn"]
+        found.append(
+            Target(
+                f"DB growth per turn vs message JSON at N={n}",
+                ratio,
+                3.0,
+                "x",
+                ratio <= 3.0,
+                f"{session['bytes_per_turn_end']:.0f} B/turn vs "
+                f"{session['message_json_bytes_per_turn']:.0f} B of JSON",
+            )
+        )
+    for key, label in (
+        ("threads_list_many", f"threads list at {listings['threads']} threads"),
+        ("history_many", f"history first page at {listings['threads']} threads"),
+        ("threads_list_long", f"threads list, {largest}-turn thread DB"),
+        ("history_long", f"history first page, {largest}-turn thread"),
+    ):
+        seconds = listings[key]["waypoint"]
+        found.append(Target(label, seconds, 0.3, "s", seconds < 0.3, "in-process"))
+    help_s = cold["help_s"]["waypoint"]
+    found.append(Target("python -m app --help", help_s, 0.4, "s", help_s < 0.4))
+    return found
+
+
+def format_value(value: float, unit: str) -> str:
+    if unit == "bytes":
+        for suffix in ("B", "KB", "MB", "GB"):
+            if abs(value) < 1024 or suffix == "GB":
+                return f"{value:.0f} {suffix}" if suffix == "B" else f"{value:.1f} {suffix}"
+            value /= 1024
+    if unit == "rows":
+        return f"{value:,.0f}"
+    if unit == "ms":
+        return f"{value:.1f} ms" if value < 1000 else f"{value / 1000:.2f} s"
+    if unit == "s":
+        return f"{value:.2f} s"
+    return f"{value:.1f} {unit}"
+
+
+def table(figures: list[Figure]) -> str:
+    rows = [("workload", "metric", "Waypoint", "baseline", "ratio")]
+    for f in figures:
+        worse = (
+            f.ratio > 1 if f.better == "lower" else f.ratio < 1 if f.better == "higher" else False
+        )
+        mark = " *" if worse else ""
+        rows.append(
+            (
+                f.workload,
+                f.label(),
+                format_value(f.waypoint, f.unit),
+                format_value(f.baseline, f.unit),
+                f"{f.ratio:.2f}x{mark}",
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    lines = []
+    for i, row in enumerate(rows):
+        cells = [row[0].ljust(widths[0]), row[1].ljust(widths[1])]
+        cells += [cell.rjust(width) for cell, width in zip(row[2:], widths[2:], strict=True)]
+        lines.append("  ".join(cells))
+        if i == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def targets_table(found: list[Target]) -> str:
+    lines = []
+    for t in found:
+        value = f"{t.value:.2f} {t.unit}"
+        status = "met" if t.met else "MISSED"
+        note = f"  ({t.note})" if t.note else ""
+        lines.append(f"{status:6}  {t.name}: {value} (target {t.limit:g} {t.unit}){note}")
+    return "\n".join(lines)

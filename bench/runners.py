@@ -1,0 +1,174 @@
+"""The three ways a turn is run: Waypoint's CLI path, Waypoint's compiled graph, and the baseline.
+
+Each runner owns one SQLite file and one thread on it, and runs a turn with `turn(text)`:
+- `SessionRunner`: `ChatSession.run_turn` (lock, repair check, worker-thread streaming) rendered by
+  the real `ConsoleRenderer` into /dev/null, as on a terminal;
+- `GraphRunner`: Waypoint's compiled graph streamed directly (same input, config and stream modes),
+  events discarded;
+- `BaselineRunner`: `create_react_agent` (or `langchain.agents.create_agent`) with a default
+  `SqliteSaver` and the default `add_messages` channel, streamed the plain way, events discarded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import sqlite3
+import warnings
+from pathlib import Path
+from typing import Any, Protocol
+
+from bench.model import BenchChatModel
+
+THREAD = "bench"
+BASELINE_STREAM_MODES = ["updates", "messages"]
+
+
+class Runner(Protocol):
+    db_path: Path
+
+    def turn(self, text: str) -> None: ...
+    def close(self) -> None: ...
+
+
+class _Discard(io.TextIOBase):
+    def write(self, text: str) -> int:
+        return len(text)
+
+
+def discarding_console() -> Any:
+    """A rich Console that renders as on a terminal (live tokens, tool cards), then drops it."""
+    from rich.console import Console
+
+    return Console(file=_Discard(), force_terminal=True, width=100)
+
+
+class SessionRunner:
+    """Waypoint's real per-turn path: `ChatSession.run_turn` with the terminal renderer."""
+
+    def __init__(self, db_path: Path, thread_id: str = THREAD) -> None:
+        from app.chat import ChatSession, make_context
+        from app.config import load_settings
+        from app.store import open_checkpointer
+
+        self.db_path = db_path
+        self.settings = load_settings(db=db_path, workspace=db_path.parent / "workspace")
+        self._stack = contextlib.ExitStack()
+        saver = self._stack.enter_context(
+            open_checkpointer(self.settings.db, self.settings.busy_timeout)
+        )
+        context = make_context(self.settings, BenchChatModel())
+        self.session = ChatSession(self.settings, saver, thread_id, context)
+        self._out, self._err = discarding_console(), discarding_console()
+
+    def turn(self, text: str) -> None:
+        from app.render import ConsoleRenderer
+
+        self.session.run_turn(text, ConsoleRenderer(self._out, self._err))
+
+    def close(self) -> None:
+        self._stack.close()
+
+
+class GraphRunner:
+    """Waypoint's compiled graph, streamed directly: no lock, no repair check, no rendering."""
+
+    def __init__(self, db_path: Path, thread_id: str = THREAD) -> None:
+        from app.chat import make_context
+        from app.config import load_settings
+        from app.store import open_checkpointer
+        from graphs.builder import build_graph, recursion_limit
+
+        self.db_path = db_path
+        self.thread_id = thread_id
+        settings = load_settings(db=db_path, workspace=db_path.parent / "workspace")
+        self._stack = contextlib.ExitStack()
+        saver = self._stack.enter_context(open_checkpointer(settings.db, settings.busy_timeout))
+        self.graph = build_graph(saver)
+        self.context = make_context(settings, BenchChatModel())
+        self.recursion_limit = recursion_limit(self.context)
+        self.turns = 0
+
+    def turn(self, text: str, thread_id: str | None = None) -> None:
+        from langchain_core.messages import HumanMessage
+
+        from app.chat import PREVIEW_CHARS, STREAM_MODES
+        from graphs.messages import new_message_id
+        from graphs.state import turn_input
+
+        self.turns += 1
+        message = HumanMessage(content=text, id=new_message_id("human"))
+        config = {
+            "configurable": {"thread_id": thread_id or self.thread_id},
+            "metadata": {"turn": 1 if thread_id else self.turns, "preview": text[:PREVIEW_CHARS]},
+            "recursion_limit": self.recursion_limit,
+        }
+        graph_input = turn_input(message, config["metadata"]["turn"])
+        for _ in self.graph.stream(
+            graph_input,
+            config,
+            context=self.context,
+            stream_mode=STREAM_MODES,
+            durability="sync",
+        ):
+            pass
+
+    def close(self) -> None:
+        self._stack.close()
+
+
+def create_baseline_agent(checkpointer: Any, model: Any = None) -> Any:
+    """The plain LangGraph agent: the prebuilt ReAct loop, the same model and calculator tool."""
+    from tools.calculator import calculator
+
+    model = model or BenchChatModel()
+    try:
+        from langchain.agents import create_agent
+    except ImportError:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            from langgraph.prebuilt import create_react_agent
+
+            return create_react_agent(model, [calculator], checkpointer=checkpointer)
+    return create_agent(model, [calculator], checkpointer=checkpointer)
+
+
+def baseline_saver(db_path: Path) -> Any:
+    """`SqliteSaver` as `from_conn_string` opens it (its `setup` turns WAL on); no other tuning."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    saver = SqliteSaver(sqlite3.connect(str(db_path), check_same_thread=False))
+    saver.setup()
+    return saver
+
+
+class BaselineRunner:
+    """`create_react_agent` on a default `SqliteSaver`, streamed with updates and messages."""
+
+    def __init__(self, db_path: Path, thread_id: str = THREAD) -> None:
+        self.db_path = db_path
+        self.thread_id = thread_id
+        self.saver = baseline_saver(db_path)
+        self.graph = create_baseline_agent(self.saver)
+
+    def turn(self, text: str, thread_id: str | None = None) -> None:
+        from langchain_core.messages import HumanMessage
+
+        config = {"configurable": {"thread_id": thread_id or self.thread_id}}
+        for _ in self.graph.stream(
+            {"messages": [HumanMessage(content=text)]}, config, stream_mode=BASELINE_STREAM_MODES
+        ):
+            pass
+
+    def close(self) -> None:
+        self.saver.conn.close()
+
+
+def head_messages(runner: Runner) -> list:
+    """The messages of the thread's head state, read through the runner's own graph."""
+    if isinstance(runner, SessionRunner):
+        graph, thread_id = runner.session.graph, runner.session.thread_id
+    else:
+        graph, thread_id = runner.graph, runner.thread_id  # type: ignore[attr-defined]
+    state = graph.get_state({"configurable": {"thread_id": thread_id}})
+    return list(state.values.get("messages", []))

@@ -1,0 +1,354 @@
+"""The four workloads. Each returns plain dicts: its raw figures per variant (Waypoint, baseline).
+
+1. `long_thread`: N turns on one thread; per-turn wall time at the start and end, bytes, rows.
+2. `listings`: `threads list` and `history` first page on many threads and on a long thread.
+3. `cold_start`: `--help` and the time to the first streamed token of a one-shot turn.
+4. `concurrent`: four processes, four threads, one database.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from functools import partial
+from pathlib import Path
+
+from bench.measure import (
+    bytes_on_disk,
+    logical_bytes,
+    median,
+    median_time,
+    p95,
+    row_counts,
+    timed,
+)
+from bench.model import question
+
+REPO = Path(__file__).resolve().parent.parent
+THREAD_VARIANTS = ("session", "graph", "baseline")
+ONE_SHOT = "what is 6 times 7"
+
+
+def window_size(turns: int) -> int:
+    """Turns in the 'start' and 'end' windows: a tenth of the thread, between 5 and 50."""
+    return max(5, min(50, turns // 10)) if turns >= 10 else max(1, turns // 2)
+
+
+def long_thread(turns: int, workdir: Path) -> dict[str, dict]:
+    """Run the three variants turn by turn, interleaved (so machine noise hits them alike)."""
+    from bench.runners import BaselineRunner, GraphRunner, SessionRunner
+
+    makers = {"session": SessionRunner, "graph": GraphRunner, "baseline": BaselineRunner}
+    runners = {}
+    for name, make in makers.items():
+        path = workdir / f"thread-{turns}-{name}" / "agent.sqlite"
+        path.parent.mkdir(parents=True)
+        runners[name] = make(path)
+    window = window_size(turns)
+    samples: dict[str, list[float]] = {name: [] for name in runners}
+    before_end: dict[str, int] = {}
+    started = time.perf_counter()
+    for turn in range(1, turns + 1):
+        text = question(turn)
+        names = list(runners)
+        shift = turn % len(names)
+        for name in names[shift:] + names[:shift]:
+            samples[name].append(timed(partial(runners[name].turn, text)))
+        if turn == turns - window:
+            before_end = {name: logical_bytes(r.db_path) for name, r in runners.items()}
+    elapsed = time.perf_counter() - started
+    results = {}
+    for name, runner in runners.items():
+        results[name] = _thread_figures(runner, samples[name], window, before_end.get(name, 0))
+        runner.close()
+    results["_run"] = {"turns": turns, "window": window, "seconds": elapsed}
+    return results
+
+
+def _thread_figures(runner, times: list[float], window: int, bytes_before_end: int) -> dict:
+    from bench.runners import head_messages
+
+    checkpoints, writes = row_counts(runner.db_path)
+    logical = logical_bytes(runner.db_path)
+    return {
+        "turn_ms_start_median": 1000 * median(times[:window]),
+        "turn_ms_start_p95": 1000 * p95(times[:window]),
+        "turn_ms_end_median": 1000 * median(times[-window:]),
+        "turn_ms_end_p95": 1000 * p95(times[-window:]),
+        "db_bytes_on_disk": bytes_on_disk(runner.db_path),
+        "db_bytes_logical": logical,
+        "bytes_per_turn_end": (logical - bytes_before_end) / window,
+        "message_json_bytes_per_turn": message_json_bytes(head_messages(runner), window),
+        "checkpoint_rows": checkpoints,
+        "write_rows": writes,
+    }
+
+
+def message_json_bytes(messages: list, window: int) -> float:
+    """Mean JSON size (langchain `messages_to_dict`) of one turn, over the last `window` turns."""
+    from langchain_core.messages import messages_to_dict
+
+    starts = [i for i, m in enumerate(messages) if m.type == "human"]
+    if not starts:
+        return 0.0
+    recent = starts[-window:]
+    chunk = messages[recent[0] :]
+    return len(json.dumps(messages_to_dict(chunk)).encode()) / len(recent)
+
+
+def listings(threads: int, long_dbs: dict[str, Path], workdir: Path, repeats: int) -> dict:
+    """Generate a many-threads database per variant (timed apart), then time each listing."""
+    from bench import listing
+    from bench.runners import BaselineRunner, GraphRunner
+
+    many = {
+        "waypoint": workdir / "many-waypoint" / "agent.sqlite",
+        "baseline": workdir / "many-baseline" / "agent.sqlite",
+    }
+    for path in many.values():
+        path.parent.mkdir(parents=True)
+    generators = {
+        "waypoint": GraphRunner(many["waypoint"]),
+        "baseline": BaselineRunner(many["baseline"]),
+    }
+    generation = dict.fromkeys(generators, 0.0)
+    for n in range(threads):
+        for name, runner in generators.items():
+            generation[name] += timed(partial(runner.turn, question(n + 1), f"t{n:04d}"))
+    for runner in generators.values():
+        runner.close()
+
+    one_of_many = f"t{threads // 2:04d}"
+    cases = {
+        "threads_list_many": (
+            lambda: listing.waypoint_threads(many["waypoint"]),
+            lambda: listing.baseline_threads(many["baseline"]),
+        ),
+        "history_many": (
+            lambda: listing.waypoint_history(many["waypoint"], one_of_many),
+            lambda: listing.baseline_history(many["baseline"], one_of_many),
+        ),
+        "threads_list_long": (
+            lambda: listing.waypoint_threads(long_dbs["waypoint"]),
+            lambda: listing.baseline_threads(long_dbs["baseline"]),
+        ),
+        "history_long": (
+            lambda: listing.waypoint_history(long_dbs["waypoint"], "bench"),
+            lambda: listing.baseline_history(long_dbs["baseline"], "bench"),
+        ),
+    }
+    results: dict = {
+        "threads": threads,
+        "generation_s": generation,
+        "db_bytes": {name: bytes_on_disk(path) for name, path in many.items()},
+    }
+    for case, (waypoint, baseline) in cases.items():
+        results[case] = {
+            "waypoint": median_time(waypoint, repeats),
+            "baseline": median_time(baseline, repeats),
+        }
+    cli = {
+        "threads_list_cli": (
+            [
+                sys.executable,
+                "-m",
+                "app",
+                "threads",
+                "list",
+                "--json",
+                "--db",
+                str(many["waypoint"]),
+            ],
+            [sys.executable, "-m", "bench.baseline_cli", "threads", "--db", str(many["baseline"])],
+        ),
+        "history_cli": (
+            [
+                sys.executable,
+                "-m",
+                "app",
+                "history",
+                "-t",
+                "bench",
+                "--json",
+                "--db",
+                str(long_dbs["waypoint"]),
+            ],
+            [
+                sys.executable,
+                "-m",
+                "bench.baseline_cli",
+                "history",
+                "-t",
+                "bench",
+                "--db",
+                str(long_dbs["baseline"]),
+            ],
+        ),
+    }
+    for case, (waypoint, baseline) in cli.items():
+        results[case] = {
+            "waypoint": median_time(partial(_run, waypoint, workdir), repeats),
+            "baseline": median_time(partial(_run, baseline, workdir), repeats),
+        }
+    return results
+
+
+def clean_env() -> dict[str, str]:
+    """The environment for subprocesses: no model credentials or APP_* settings, the repo importable."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("APP_", "OPENAI_")) and k != "PYTHONPATH"
+    }
+    return env | {"PYTHONPATH": str(REPO), "NO_COLOR": "1", "COLUMNS": "120"}
+
+
+def _run(command: list[str], cwd: Path) -> float:
+    """Seconds a subprocess took to exit; it must succeed."""
+    started = time.perf_counter()
+    done = subprocess.run(command, cwd=cwd, env=clean_env(), capture_output=True, timeout=600)
+    elapsed = time.perf_counter() - started
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed: {done.stderr.decode()[-2000:]}")
+    return elapsed
+
+
+def first_token(command: list[str], cwd: Path) -> tuple[float, float]:
+    """(seconds to the first `token` event on stdout, seconds to exit) of a one-shot turn."""
+    started = time.perf_counter()
+    process = subprocess.Popen(
+        command, cwd=cwd, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    first = None
+    assert process.stdout is not None
+    for line in process.stdout:
+        if first is None and b'"token"' in line:
+            first = time.perf_counter() - started
+    stderr = process.stderr.read() if process.stderr else b""
+    code = process.wait(timeout=600)
+    total = time.perf_counter() - started
+    if code != 0 or first is None:
+        raise RuntimeError(f"{' '.join(command)} gave no token (exit {code}): {stderr[-2000:]}")
+    return first, total
+
+
+def cold_start(workdir: Path, repeats: int) -> dict:
+    python = sys.executable
+    helps = {
+        "waypoint": [python, "-m", "app", "--help"],
+        "baseline": [python, "-m", "bench.baseline_cli", "--help"],
+    }
+    results: dict = {
+        "interpreter_s": median([_run([python, "-c", "pass"], workdir) for _ in range(repeats)]),
+        "help_s": {},
+        "first_token_s": {},
+        "one_shot_total_s": {},
+    }
+    for name, command in helps.items():
+        results["help_s"][name] = median([_run(command, workdir) for _ in range(repeats)])
+    for name in ("waypoint", "baseline"):
+        firsts, totals = [], []
+        for i in range(repeats):
+            db = workdir / f"cold-{name}-{i}" / "agent.sqlite"
+            if name == "waypoint":
+                command = [
+                    python,
+                    "-m",
+                    "app",
+                    "chat",
+                    "--model",
+                    "offline",
+                    "--jsonl",
+                    "--db",
+                    str(db),
+                    "--workspace",
+                    str(db.parent / "workspace"),
+                    "--thread",
+                    "cold",
+                    "-m",
+                    ONE_SHOT,
+                ]
+            else:
+                db.parent.mkdir(parents=True)
+                command = [
+                    python,
+                    "-m",
+                    "bench.baseline_cli",
+                    "chat",
+                    "--db",
+                    str(db),
+                    "--thread",
+                    "cold",
+                    "-m",
+                    ONE_SHOT,
+                ]
+            first, total = first_token(command, workdir)
+            firsts.append(first)
+            totals.append(total)
+        results["first_token_s"][name] = median(firsts)
+        results["one_shot_total_s"][name] = median(totals)
+    return results
+
+
+def concurrent(workdir: Path, processes: int, turns: int) -> dict:
+    """`processes` workers per variant, one thread each, on one database per variant. Every worker
+    is started and set up first; then each variant's workers are released together, one variant
+    after the other (so the two never share the CPUs)."""
+    from app.store import open_checkpointer
+    from bench.runners import baseline_saver
+
+    workers: dict[str, list[subprocess.Popen]] = {}
+    for kind in ("waypoint", "baseline"):
+        db = workdir / f"concurrent-{kind}" / "agent.sqlite"
+        db.parent.mkdir(parents=True)
+        if kind == "waypoint":
+            with open_checkpointer(db):
+                pass
+        else:
+            baseline_saver(db).conn.close()
+        workers[kind] = [
+            subprocess.Popen(
+                [sys.executable, "-m", "bench.worker", kind, str(db), f"w{i}", str(turns)],
+                cwd=workdir,
+                env=clean_env(),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+            for i in range(processes)
+        ]
+    for kind, group in workers.items():
+        for worker in group:
+            assert worker.stdout is not None
+            if worker.stdout.readline().strip() != b"ready":
+                raise RuntimeError(f"{kind} worker did not start: {worker.stderr.read()[-2000:]}")
+    results: dict = {"processes": processes, "turns_per_process": turns}
+    for kind, group in workers.items():
+        results[kind] = _release(kind, group)
+    return results
+
+
+def _release(kind: str, group: list[subprocess.Popen]) -> dict:
+    for worker in group:
+        assert worker.stdin is not None
+        worker.stdin.write(b"go\n")
+        worker.stdin.flush()
+    reports = []
+    for worker in group:
+        out, err = worker.communicate(timeout=900)
+        if worker.returncode != 0:
+            raise RuntimeError(f"{kind} worker failed: {err.decode()[-2000:]}")
+        reports.append(json.loads(out))
+    wall = max(r["end"] for r in reports) - min(r["start"] for r in reports)
+    done = sum(r["turns_ok"] for r in reports)
+    return {
+        "turns_per_s": done / wall,
+        "turns_ok": done,
+        "errors": sum(r["errors"] for r in reports),
+        "error_samples": [e for r in reports for e in r["error_samples"]][:5],
+        "wall_s": wall,
+        "turn_ms_median": 1000 * median([t for r in reports for t in r["turn_s"]]),
+    }
