@@ -18,7 +18,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolCall
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import Command
+from langgraph.types import Command, StateSnapshot
 
 from app.config import Settings
 from app.errors import UsageError
@@ -158,17 +158,21 @@ class ChatSession:
         """One user turn. Risky tool calls go to `approver` when the policy is `ask`."""
         text = clean_input(text, self.settings.max_input_chars)
         with ThreadLock(self.settings.db, self.thread_id):
-            self._settle_pending_approval(renderer, approver)
-            self._repair_interrupted(renderer)
-            turn = self.turns() + 1
+            # The head is loaded once before and once after the run: with DeltaChannel each load
+            # rebuilds the messages, so loads are what a long thread makes expensive.
+            head = self._settle_pending_approval(
+                renderer, approver, load_state(self.graph, self.thread_id)
+            )
+            head = self._repair_interrupted(renderer, head)
+            turn = head.values.get("turn", 0) + 1
             message = HumanMessage(content=text, id=new_message_id("human"))
             metadata = {"turn": turn, "preview": text[:PREVIEW_CHARS]}
             self.context = self._with_experience(text)
             config = self._run_config(metadata)
             self._drive(turn_input(message, turn), config, renderer, turn)
-            self._answer_approvals(config, renderer, turn, approver)
-            result = self._finish(turn, renderer)
-            self._record_experience(turn, text, result)
+            end = self._answer_approvals(config, renderer, turn, approver)
+            result = self._finish(turn, renderer, end)
+            self._record_experience(turn, text, result, end)
             return result
 
     def _with_experience(self, request: str) -> AgentContext:
@@ -183,10 +187,12 @@ class ChatSession:
         prompt = f"{self.base_context.system_prompt}\n\n{block}"
         return dataclasses.replace(self.base_context, system_prompt=prompt)
 
-    def _record_experience(self, turn: int, request: str, result: TurnResult) -> None:
+    def _record_experience(
+        self, turn: int, request: str, result: TurnResult, end: StateSnapshot
+    ) -> None:
         if self.memory is None:
             return
-        messages = load_state(self.graph, self.thread_id).values.get("messages", [])
+        messages = end.values.get("messages", [])
         record_experience(
             self.memory,
             self.user,
@@ -198,9 +204,9 @@ class ChatSession:
             result.answer,
         )
 
-    def pending_approval(self) -> list[dict]:
+    def pending_approval(self, state: StateSnapshot | None = None) -> list[dict]:
         """The risky calls a paused turn is waiting to have approved (survives restarts)."""
-        state = load_state(self.graph, self.thread_id)
+        state = state or load_state(self.graph, self.thread_id)
         for task in state.tasks:
             for pending in task.interrupts:
                 value = pending.value
@@ -221,26 +227,32 @@ class ChatSession:
 
     def _answer_approvals(
         self, config: dict, renderer: Renderer, turn: int, approver: Approver | None
-    ) -> None:
-        while calls := self.pending_approval():
+    ) -> StateSnapshot:
+        """Answer every approval the run pauses for; returns the head once nothing is pending."""
+        while True:
+            head = load_state(self.graph, self.thread_id)
+            calls = self.pending_approval(head)
+            if not calls:
+                return head
             decisions = approver(calls) if approver else _by_policy(calls, self.context.approval)
             self._drive(Command(resume=decisions), config, renderer, turn)
 
-    def _settle_pending_approval(self, renderer: Renderer, approver: Approver | None) -> None:
+    def _settle_pending_approval(
+        self, renderer: Renderer, approver: Approver | None, head: StateSnapshot
+    ) -> StateSnapshot:
         """A new message on a thread paused for approval: answer it first (ask, or by policy)."""
-        calls = self.pending_approval()
+        calls = self.pending_approval(head)
         if not calls:
-            return
+            return head
         if approver is None:
             verdict = "approved" if self.context.approval == "auto" else "rejected"
             renderer.notice(
                 f"a pending approval of {len(calls)} call(s) was {verdict} by the "
                 f"approval policy '{self.context.approval}'"
             )
-        state = load_state(self.graph, self.thread_id)
-        turn = state.values.get("turn", 0)
-        metadata = {k: v for k, v in (state.metadata or {}).items() if k in {"turn", "preview"}}
-        self._answer_approvals(self._run_config(metadata), renderer, turn, approver)
+        turn = head.values.get("turn", 0)
+        metadata = {k: v for k, v in (head.metadata or {}).items() if k in {"turn", "preview"}}
+        return self._answer_approvals(self._run_config(metadata), renderer, turn, approver)
 
     def replay(self, checkpoint_id: str, renderer: Renderer, approve: ReplayConfirm) -> TurnResult:
         """Re-execute the graph from a checkpoint: a new branch whose model and tools run again.
@@ -346,8 +358,10 @@ class ChatSession:
                 f"turn {turn} of thread {self.thread_id} was interrupted"
             ) from None
 
-    def _finish(self, turn: int, renderer: Renderer) -> TurnResult:
-        result = self._result(turn)
+    def _finish(
+        self, turn: int, renderer: Renderer, head: StateSnapshot | None = None
+    ) -> TurnResult:
+        result = self._result(turn, head)
         renderer.turn_end(
             {
                 "thread_id": self.thread_id,
@@ -400,25 +414,29 @@ class ChatSession:
         finally:
             cancelled.set()
 
-    def _result(self, turn: int) -> TurnResult:
-        values = load_state(self.graph, self.thread_id).values
+    def _result(self, turn: int, head: StateSnapshot | None = None) -> TurnResult:
+        values = (head or load_state(self.graph, self.thread_id)).values
         last = values["messages"][-1] if values.get("messages") else None
         answer = str(last.content) if isinstance(last, AIMessage) else ""
         return TurnResult(self.thread_id, turn, values.get("status") or "answered", answer)
 
-    def _repair_interrupted(self, renderer: Renderer) -> None:
-        """A run stopped by a crash or kill left pending steps: close them before the next turn."""
-        if self.pending_approval():
-            return  # a paused turn is answered, not repaired
-        state = load_state(self.graph, self.thread_id)
+    def _repair_interrupted(
+        self, renderer: Renderer, head: StateSnapshot | None = None
+    ) -> StateSnapshot:
+        """A run stopped by a crash or kill left pending steps: close them before the next turn.
+        Returns the (possibly new) head."""
+        state = head or load_state(self.graph, self.thread_id)
+        if self.pending_approval(state):
+            return state  # a paused turn is answered, not repaired
         dangling = dangling_tool_calls(state.values.get("messages", []))
         if not state.next and not dangling:
-            return
+            return state
         self._close(cancelled_results(dangling, "the previous run was interrupted"))
         renderer.notice(
             f"the previous turn of {self.thread_id} was interrupted; "
             f"{len(dangling)} unfinished tool call(s) were marked cancelled"
         )
+        return load_state(self.graph, self.thread_id)
 
     def _close_interrupted(self, partial: str) -> None:
         messages = self.graph.get_state(self.config).values.get("messages", [])
