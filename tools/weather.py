@@ -184,7 +184,15 @@ def find_cities(text: str) -> list[str]:
     return found
 
 
-def _resolve_date(date: str, today: datetime.date) -> datetime.date:
+def resolve_date(
+    date: str,
+    today: datetime.date,
+    *,
+    days_back: int = DAYS_BACK,
+    days_ahead: int = DAYS_AHEAD,
+    coverage: str = "the supported range is",
+) -> datetime.date:
+    """'today', 'tomorrow' or YYYY-MM-DD, within [today - days_back, today + days_ahead]."""
     text = date.strip().lower()
     if text == "today":
         day = today
@@ -197,12 +205,12 @@ def _resolve_date(date: str, today: datetime.date) -> datetime.date:
             day = datetime.date.fromisoformat(text)
         except ValueError:
             raise ToolInputError(f"date {date!r} is not understood; use {_DATE_FORMS}") from None
-    first = today - datetime.timedelta(days=DAYS_BACK)
-    last = today + datetime.timedelta(days=DAYS_AHEAD)
+    first = today - datetime.timedelta(days=days_back)
+    last = today + datetime.timedelta(days=days_ahead)
     if not first <= day <= last:
         raise ToolNotFoundError(
-            f"no weather for {day.isoformat()}: the supported range is {first.isoformat()} "
-            f"to {last.isoformat()} ({DAYS_BACK} days back, {DAYS_AHEAD} days ahead); "
+            f"no weather for {day.isoformat()}: {coverage} {first.isoformat()} "
+            f"to {last.isoformat()} ({days_back} days back, {days_ahead} days ahead); "
             f"use {_DATE_FORMS} within that range"
         )
     return day
@@ -236,7 +244,7 @@ def forecast(
     if unit_key not in UNITS:
         raise ToolInputError(f"unit {unit!r} is not supported; use 'celsius' or 'fahrenheit'")
     found = resolve_city(city)
-    day = _resolve_date(date, today or datetime.date.today())
+    day = resolve_date(date, today or datetime.date.today())
     normal = found.normal_for(day)
     first, second, pick = _unit_fractions(found, day)
     high_offset = (2 * first - 1) * _MAX_OFFSET

@@ -14,8 +14,8 @@ from typing import Any, Literal, Protocol
 
 from langchain_core.tools import BaseTool, StructuredTool
 
-from tools.errors import ToolError, ToolInputError, ToolNotFoundError
-from tools.weather import UNITS, WeatherArgs, get_weather, resolve_city
+from tools.errors import ToolError, ToolInputError
+from tools.weather import UNITS, WeatherArgs, get_weather, resolve_city, resolve_date
 
 BACKENDS = ("offline", "open-meteo")
 DEFAULT_BASE_URL = "https://api.open-meteo.com"
@@ -170,27 +170,13 @@ class OpenMeteoBackend:
 
 
 def _resolve_date(date: str, today: datetime.date) -> datetime.date:
-    text = date.strip().lower()
-    if text == "today":
-        day = today
-    elif text == "tomorrow":
-        day = today + datetime.timedelta(days=1)
-    else:
-        try:
-            if not _ISO_DATE.fullmatch(text):
-                raise ValueError(text)
-            day = datetime.date.fromisoformat(text)
-        except ValueError:
-            raise ToolInputError(f"date {date!r} is not understood; use {_DATE_FORMS}") from None
-    first = today - datetime.timedelta(days=DAYS_BACK)
-    last = today + datetime.timedelta(days=DAYS_AHEAD)
-    if not first <= day <= last:
-        raise ToolNotFoundError(
-            f"no weather for {day.isoformat()}: the weather service covers {first.isoformat()} "
-            f"to {last.isoformat()} ({DAYS_BACK} days back, {DAYS_AHEAD} days ahead); "
-            f"use {_DATE_FORMS} within that range"
-        )
-    return day
+    return resolve_date(
+        date,
+        today,
+        days_back=DAYS_BACK,
+        days_ahead=DAYS_AHEAD,
+        coverage="the weather service covers",
+    )
 
 
 def _reason(response: Any) -> str:
