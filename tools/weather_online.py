@@ -9,7 +9,6 @@ import datetime
 import json
 import math
 import os
-import re
 from typing import Any, Literal, Protocol
 
 from langchain_core.tools import BaseTool, StructuredTool
@@ -59,8 +58,6 @@ WMO_CONDITIONS: dict[int, str] = {
 }
 
 _FALLBACK = "use the offline dataset (APP_WEATHER_BACKEND=offline)"
-_DATE_FORMS = "'today', 'tomorrow' or a date as YYYY-MM-DD"
-_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _MAX_REASON_CHARS = 200
 
 
