@@ -7,6 +7,7 @@ import json
 import os
 import platform
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -82,6 +83,22 @@ def meta(argv: list[str], quick: bool, sizes: dict) -> dict:
             "max_iterations": settings.max_iterations,
         },
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "tree": tree_state(),
+    }
+
+
+def tree_state() -> dict:
+    """The commit measured and how many files differed from it (others may be editing the tree)."""
+    from importlib.util import find_spec
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=workloads.REPO, capture_output=True, text=True)
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    return {
+        "commit": git("rev-parse", "--short", "HEAD") or None,
+        "changed_files": len(git("status", "--porcelain").splitlines()),
+        "long_term_memory": find_spec("app.memory") is not None,
     }
 
 

@@ -1,8 +1,9 @@
 """The three ways a turn is run: Waypoint's CLI path, Waypoint's compiled graph, and the baseline.
 
 Each runner owns one SQLite file and one thread on it, and runs a turn with `turn(text)`:
-- `SessionRunner`: `ChatSession.run_turn` (lock, repair check, worker-thread streaming) rendered by
-  the real `ConsoleRenderer` into /dev/null, as on a terminal;
+- `SessionRunner`: `ChatSession.run_turn` (lock, repair check, worker-thread streaming, and
+  long-term memory where the `chat` command opens it), rendered by the real `ConsoleRenderer` as on
+  a terminal into a sink that drops the output;
 - `GraphRunner`: Waypoint's compiled graph streamed directly (same input, config and stream modes),
   events discarded;
 - `BaselineRunner`: `create_react_agent` (or `langchain.agents.create_agent`) with a default
@@ -43,22 +44,46 @@ def discarding_console() -> Any:
     return Console(file=_Discard(), force_terminal=True, width=100)
 
 
+class Waypoint:
+    """What Waypoint's `chat` command opens for a thread: settings, the checkpointer, and, where
+    this version has long-term memory, the memory store; the run context uses the bench model."""
+
+    def __init__(self, db_path: Path, stack: contextlib.ExitStack) -> None:
+        from app.chat import make_context
+        from app.config import load_settings
+        from app.store import open_checkpointer
+
+        self.settings = load_settings(db=db_path, workspace=db_path.parent / "workspace")
+        self.saver = stack.enter_context(
+            open_checkpointer(self.settings.db, self.settings.busy_timeout)
+        )
+        self.session_options: dict = {}
+        try:
+            from app.memory import memory_user, open_memory
+        except ImportError:  # a version without long-term memory
+            self.context = make_context(self.settings, BenchChatModel())
+            return
+        memory = stack.enter_context(open_memory(self.settings))
+        self.session_options = {"memory": memory, "user": memory_user(self.settings)}
+        self.context = make_context(self.settings, BenchChatModel(), **self.session_options)
+
+
 class SessionRunner:
     """Waypoint's real per-turn path: `ChatSession.run_turn` with the terminal renderer."""
 
     def __init__(self, db_path: Path, thread_id: str = THREAD) -> None:
-        from app.chat import ChatSession, make_context
-        from app.config import load_settings
-        from app.store import open_checkpointer
+        from app.chat import ChatSession
 
         self.db_path = db_path
-        self.settings = load_settings(db=db_path, workspace=db_path.parent / "workspace")
         self._stack = contextlib.ExitStack()
-        saver = self._stack.enter_context(
-            open_checkpointer(self.settings.db, self.settings.busy_timeout)
+        waypoint = Waypoint(db_path, self._stack)
+        self.session = ChatSession(
+            waypoint.settings,
+            waypoint.saver,
+            thread_id,
+            waypoint.context,
+            **waypoint.session_options,
         )
-        context = make_context(self.settings, BenchChatModel())
-        self.session = ChatSession(self.settings, saver, thread_id, context)
         self._out, self._err = discarding_console(), discarding_console()
 
     def turn(self, text: str) -> None:
@@ -74,18 +99,14 @@ class GraphRunner:
     """Waypoint's compiled graph, streamed directly: no lock, no repair check, no rendering."""
 
     def __init__(self, db_path: Path, thread_id: str = THREAD) -> None:
-        from app.chat import make_context
-        from app.config import load_settings
-        from app.store import open_checkpointer
         from graphs.builder import build_graph, recursion_limit
 
         self.db_path = db_path
         self.thread_id = thread_id
-        settings = load_settings(db=db_path, workspace=db_path.parent / "workspace")
         self._stack = contextlib.ExitStack()
-        saver = self._stack.enter_context(open_checkpointer(settings.db, settings.busy_timeout))
-        self.graph = build_graph(saver)
-        self.context = make_context(settings, BenchChatModel())
+        waypoint = Waypoint(db_path, self._stack)
+        self.graph = build_graph(waypoint.saver)
+        self.context = waypoint.context
         self.recursion_limit = recursion_limit(self.context)
         self.turns = 0
 

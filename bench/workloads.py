@@ -28,7 +28,6 @@ from bench.measure import (
 from bench.model import question
 
 REPO = Path(__file__).resolve().parent.parent
-THREAD_VARIANTS = ("session", "graph", "baseline")
 ONE_SHOT = "what is 6 times 7"
 
 
