@@ -9,10 +9,11 @@ from dataclasses import dataclass, field
 from typing import Annotated, Literal, NotRequired, TypedDict
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AnyMessage, BaseMessage
+from langchain_core.messages import AnyMessage, BaseMessage, RemoveMessage
 from langchain_core.tools import BaseTool
 from langgraph.channels import DeltaChannel
 from langgraph.graph import add_messages
+from langgraph.graph.message import REMOVE_ALL_MESSAGES as REMOVE_ALL
 
 ErrorKind = Literal["model_transient", "model_fatal", "tool", "context_overflow", "internal"]
 TurnStatus = Literal[
@@ -30,8 +31,26 @@ class LastError(TypedDict):
 
 
 def merge_messages(current: list[AnyMessage], batches: Sequence[list[AnyMessage]]) -> list:
-    """DeltaChannel reducer: fold each write batch into the list with `add_messages` semantics."""
-    return functools.reduce(add_messages, batches, current)
+    """DeltaChannel reducer with `add_messages` semantics. Replaying a long chain of writes one
+    batch at a time costs state size x batches, so the batches are merged in one call; a batch that
+    removes or replaces a message added earlier in the same chain falls back to the exact fold."""
+    flat = [message for batch in batches for message in _as_list(batch)]
+    # One call only merges new ids against `current`; ids repeated inside the chain need the fold.
+    last_reset = max(
+        (i for i, m in enumerate(flat) if isinstance(m, RemoveMessage) and m.id == REMOVE_ALL),
+        default=-1,
+    )
+    ids = [getattr(m, "id", None) for m in flat[last_reset + 1 :]]
+    if None in ids or len(set(ids)) != len(ids):
+        return functools.reduce(add_messages, batches, current)
+    try:
+        return add_messages(current or [], flat)
+    except ValueError:
+        return functools.reduce(add_messages, batches, current)
+
+
+def _as_list(batch: object) -> list:
+    return list(batch) if isinstance(batch, list | tuple) else [batch]
 
 
 class AgentState(TypedDict):

@@ -78,3 +78,45 @@ def test_history_and_rollback_rebuild_messages_from_deltas(db_path: Path):
     assert contents[-1] == "5 + 5 = 10"
     # the rolled-back turns are still in history, on the old branch
     assert any(s.values["messages"][-1].content == "3 + 3 = 6" for s in snapshots)
+
+
+def test_merge_messages_equals_the_fold_however_the_writes_are_batched():
+    """DeltaChannel replays writes in batches of any size: the reducer must give the same list as
+    applying `add_messages` one write at a time (appends, edits by id, removals, summaries)."""
+    import functools
+    import random
+
+    from langchain_core.messages import AIMessage, RemoveMessage, SystemMessage
+    from langgraph.graph import add_messages
+    from langgraph.graph.message import REMOVE_ALL_MESSAGES
+
+    from graphs.state import merge_messages
+
+    rng = random.Random(7)
+    for _ in range(150):
+        batches, live = [], []
+        for step in range(rng.randint(1, 40)):
+            roll = rng.random()
+            if roll < 0.6 or not live:
+                batches.append([HumanMessage(f"h{step}", id=f"m{step}")])
+                live.append(f"m{step}")
+            elif roll < 0.75:
+                batches.append([AIMessage(f"edit {step}", id=rng.choice(live))])
+            elif roll < 0.85:
+                gone = rng.choice(live)
+                batches.append([RemoveMessage(id=gone)])
+                live.remove(gone)
+            else:
+                keep = live[-2:]
+                batches.append(
+                    [
+                        RemoveMessage(id=REMOVE_ALL_MESSAGES),
+                        SystemMessage("summary", id=f"s{step}"),
+                        *[HumanMessage("kept", id=k) for k in keep],
+                    ]
+                )
+                live = [f"s{step}", *keep]
+        expected = [(m.id, m.content) for m in functools.reduce(add_messages, batches, [])]
+        for split in range(len(batches) + 1):
+            merged = merge_messages(merge_messages([], batches[:split]), batches[split:])
+            assert [(m.id, m.content) for m in merged] == expected
