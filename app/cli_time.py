@@ -25,6 +25,9 @@ CheckpointOption = Annotated[
 KeepFilesOption = Annotated[
     bool, typer.Option("--keep-files", help="Leave the workspace files as they are.")
 ]
+WorkspaceOption = Annotated[
+    Path | None, typer.Option("--workspace", help="The workspace to restore.")
+]
 ForceOption = Annotated[
     bool, typer.Option("--force", help="Overwrite workspace files changed outside Waypoint.")
 ]
@@ -263,9 +266,7 @@ def rollback(
     ] = None,
     checkpoint: CheckpointOption = None,
     db: DbOption = None,
-    workspace: Annotated[
-        Path | None, typer.Option("--workspace", help="The workspace to restore.")
-    ] = None,
+    workspace: WorkspaceOption = None,
     keep_files: KeepFilesOption = False,
     force: ForceOption = False,
 ) -> None:
@@ -335,9 +336,7 @@ def replay(
         bool, typer.Option("--yes", "-y", help="Re-run tools with side effects without asking.")
     ] = False,
     db: DbOption = None,
-    workspace: Annotated[
-        Path | None, typer.Option("--workspace", help="The workspace to restore.")
-    ] = None,
+    workspace: WorkspaceOption = None,
     keep_files: KeepFilesOption = False,
     force: ForceOption = False,
     jsonl: Annotated[
@@ -400,9 +399,7 @@ def fork(
     to: Annotated[str, typer.Option("--to", help="The new thread's id.")],
     checkpoint: CheckpointOption = None,
     db: DbOption = None,
-    workspace: Annotated[
-        Path | None, typer.Option("--workspace", help="The workspace to restore.")
-    ] = None,
+    workspace: WorkspaceOption = None,
     keep_files: KeepFilesOption = False,
     force: ForceOption = False,
 ) -> None:
