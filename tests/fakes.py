@@ -10,6 +10,18 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field
 
+# The tools default_tools(workspace) binds, in order; several test files pin this list.
+TOOL_NAMES = [
+    "calculator",
+    "get_weather",
+    "read_file",
+    "write_file",
+    "edit_file",
+    "list_files",
+    "current_time",
+    "run_python",
+]
+
 
 class ScriptExhaustedError(BaseException):
     """The graph called the model more often than the test scripted (a BaseException: not retried)."""

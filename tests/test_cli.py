@@ -146,9 +146,19 @@ def test_tools_lists_every_tool_with_its_schema():
     result = run_cli("tools", "--json")
     assert result.returncode == 0, result.stderr.decode()
     tools = {t["name"]: t for t in json.loads(result.stdout)}
-    assert set(tools) >= {"calculator", "get_weather", "read_file", "write_file", "edit_file",
-                          "list_files", "current_time", "run_python", "web_search", "remember",
-                          "recall"}
+    assert set(tools) >= {
+        "calculator",
+        "get_weather",
+        "read_file",
+        "write_file",
+        "edit_file",
+        "list_files",
+        "current_time",
+        "run_python",
+        "web_search",
+        "remember",
+        "recall",
+    }
     assert tools["calculator"]["parameters"]["properties"]["expression"]["type"] == "string"
     assert tools["run_python"]["needs_approval"] == "sometimes"
     assert tools["calculator"]["needs_approval"] == "no"

@@ -24,22 +24,12 @@ from graphs.builder import build_graph, recursion_limit
 from graphs.messages import call_signature
 from graphs.nodes import FINAL_ANSWER_INSTRUCTION
 from graphs.state import AgentContext, turn_input
-from tests.fakes import ScriptedChatModel, ai_calls, call
+from tests.fakes import TOOL_NAMES, ScriptedChatModel, ai_calls, call
 from tools import default_tools
 from tools.errors import ToolError
 from tools.weather import get_weather
 
 PROMPT = "You are Waypoint, a careful assistant."
-TOOL_NAMES = [
-    "calculator",
-    "get_weather",
-    "read_file",
-    "write_file",
-    "edit_file",
-    "list_files",
-    "current_time",
-    "run_python",
-]
 VALID_TOOLS = "calculator, current_time, edit_file, get_weather, list_files, read_file, run_python, write_file"
 
 

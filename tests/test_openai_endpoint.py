@@ -22,6 +22,7 @@ from graphs.builder import build_graph, recursion_limit
 from graphs.messages import new_message_id
 from graphs.state import AgentContext, turn_input
 from tests.conftest import run_cli
+from tests.fakes import TOOL_NAMES
 from tests.openai_server import (
     OpenAIServer,
     empty_choices,
@@ -38,16 +39,6 @@ from tools import default_tools
 MAX_RETRIES = 2
 TIMEOUT = 1.0  # the client's timeout; only the hang case ever waits for it
 STREAM_MODES = ["updates", "messages", "custom"]
-TOOL_NAMES = [
-    "calculator",
-    "get_weather",
-    "read_file",
-    "write_file",
-    "edit_file",
-    "list_files",
-    "current_time",
-    "run_python",
-]
 HTML_503 = "<html><head><title>503 Service Unavailable</title></head><body>nginx</body></html>"
 
 

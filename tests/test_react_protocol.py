@@ -33,20 +33,10 @@ from app.models.react import (
 )
 from graphs.builder import build_graph, recursion_limit
 from graphs.state import AgentContext, turn_input
-from tests.fakes import ScriptedChatModel, call
+from tests.fakes import TOOL_NAMES, ScriptedChatModel, call
 from tools import default_tools
 
 PROMPT = "You are Waypoint, a careful assistant."
-TOOL_NAMES = [
-    "calculator",
-    "get_weather",
-    "read_file",
-    "write_file",
-    "edit_file",
-    "list_files",
-    "current_time",
-    "run_python",
-]
 GOOD_ACTION = 'Thought: use calculator\nAction: calculator\nAction Input: {"expression": "6*7"}'
 MALFORMED = "Action: calculator\nAction Input: {oops"
 
