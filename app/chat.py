@@ -22,6 +22,7 @@ from langgraph.types import Command, StateSnapshot
 
 from app.config import Settings
 from app.errors import UsageError
+from app.head import CHECKPOINTS_MODE, HeadCache
 from app.memory import (
     experience_prompt,
     record_experience,
@@ -40,7 +41,7 @@ from tools import SIDE_EFFECT_TOOLS, default_tools
 from tools.memory import MemoryStore, make_memory_tools
 from tools.search import make_backend
 
-STREAM_MODES = ["updates", "messages", "custom"]
+STREAM_MODES = ["updates", "messages", "custom"]  # what renderers see
 PREVIEW_CHARS = 80
 SYSTEM_PROMPT = (
     "You are Waypoint, a careful assistant in a terminal. Use the tools when they help and answer "
@@ -144,13 +145,14 @@ class ChatSession:
         self.base_context = self.context = context
         self.memory, self.user = memory, user
         self.graph: CompiledStateGraph = build_graph(saver)
+        self.head = HeadCache(self.graph, self.thread_id)
 
     @property
     def config(self) -> dict:
         return {"configurable": {"thread_id": self.thread_id}}
 
     def turns(self) -> int:
-        return load_state(self.graph, self.thread_id).values.get("turn", 0)
+        return self.head.load().values.get("turn", 0)
 
     def run_turn(
         self, text: str, renderer: Renderer, approver: Approver | None = None
@@ -158,11 +160,9 @@ class ChatSession:
         """One user turn. Risky tool calls go to `approver` when the policy is `ask`."""
         text = clean_input(text, self.settings.max_input_chars)
         with ThreadLock(self.settings.db, self.thread_id):
-            # The head is loaded once before and once after the run: with DeltaChannel each load
-            # rebuilds the messages, so loads are what a long thread makes expensive.
-            head = self._settle_pending_approval(
-                renderer, approver, load_state(self.graph, self.thread_id)
-            )
+            # With DeltaChannel every full load of the head rebuilds the messages, which is what a
+            # long thread makes expensive: the head cache skips the loads this process can.
+            head = self._settle_pending_approval(renderer, approver, self.head.load())
             head = self._repair_interrupted(renderer, head)
             turn = head.values.get("turn", 0) + 1
             message = HumanMessage(content=text, id=new_message_id("human"))
@@ -170,7 +170,7 @@ class ChatSession:
             self.context = self._with_experience(text)
             config = self._run_config(metadata)
             self._drive(turn_input(message, turn), config, renderer, turn)
-            end = self._answer_approvals(config, renderer, turn, approver)
+            end = self._answer_approvals(config, renderer, turn, approver, just_ran=True)
             result = self._finish(turn, renderer, end)
             self._record_experience(turn, text, result, end)
             return result
@@ -226,16 +226,23 @@ class ChatSession:
             return self._finish(turn, renderer)
 
     def _answer_approvals(
-        self, config: dict, renderer: Renderer, turn: int, approver: Approver | None
+        self,
+        config: dict,
+        renderer: Renderer,
+        turn: int,
+        approver: Approver | None,
+        just_ran: bool = False,
     ) -> StateSnapshot:
-        """Answer every approval the run pauses for; returns the head once nothing is pending."""
+        """Answer every approval the run pauses for; returns the head once nothing is pending.
+        `just_ran`: a run was driven right before, so its streamed head can be used."""
         while True:
-            head = load_state(self.graph, self.thread_id)
+            head = self.head.after_run(config["metadata"]) if just_ran else self.head.load()
             calls = self.pending_approval(head)
             if not calls:
                 return head
             decisions = approver(calls) if approver else _by_policy(calls, self.context.approval)
             self._drive(Command(resume=decisions), config, renderer, turn)
+            just_ran = True
 
     def _settle_pending_approval(
         self, renderer: Renderer, approver: Approver | None, head: StateSnapshot
@@ -348,9 +355,12 @@ class ChatSession:
     def _drive(
         self, graph_input: dict | None, config: dict, renderer: Renderer, turn: int, **options: Any
     ) -> None:
+        self.head.run_started()
         try:
             for mode, payload in self._stream(graph_input, config, **options):
-                renderer.event(mode, payload)
+                self.head.observe(mode, payload)
+                if mode != CHECKPOINTS_MODE:
+                    renderer.event(mode, payload)
         except KeyboardInterrupt:
             with _sigint_ignored():
                 self._close_interrupted(renderer.partial_answer())
@@ -387,7 +397,7 @@ class ChatSession:
                     graph_input,
                     config,
                     context=self.context,
-                    stream_mode=STREAM_MODES,
+                    stream_mode=[*STREAM_MODES, CHECKPOINTS_MODE],
                     durability="sync",
                     **options,
                 ):
