@@ -11,7 +11,9 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.text import Text
 
-ANSWER_NODES = {"agent", "finalize", "failure_handler"}
+ANSWER_NODES = {"agent", "finalize", "failure_handler", "synthesizer", "calculator", "small_talk"}
+# Nodes that run the tool loop as a subgraph: its own nodes already showed what they added.
+SUBGRAPH_NODES = {"attempt", "tool_loop"}
 CARD_RESULT_CHARS = 600
 
 
@@ -42,6 +44,24 @@ def update_dict(update: Any) -> Any:
         key: [message_dict(m) for m in value] if key == "messages" else value
         for key, value in update.items()
     }
+
+
+def _plan_lines(event: dict) -> str:
+    title = "re-plan of the remaining steps:" if event["replan"] else "plan:"
+    return "\n".join([title, *(f"  {line}" for line in event["steps"])])
+
+
+STRATEGY_EVENTS = {
+    "plan": _plan_lines,
+    "step_skipped": lambda e: f"step {e['step']} skipped: {e['reason']}",
+    "trial": lambda e: f"attempt {e['trial']}/{e['max_trials']}",
+    "verdict": lambda e: (
+        f"{'✓' if e['success'] else '✗'} evaluation of attempt {e['trial']}: "
+        f"{'success' if e['success'] else 'failure'} — {e['reason']}"
+    ),
+    "lesson": lambda e: f"lesson: {e['lesson']}",
+    "route": lambda e: f"route: {e['path']} ({e['reason']})",
+}
 
 
 class ConsoleRenderer:
@@ -118,6 +138,9 @@ class ConsoleRenderer:
                 f"[dim]⋯ summarised {event['messages_replaced']} older messages to fit the "
                 "context (older checkpoints keep them all)[/dim]"
             )
+        elif kind in STRATEGY_EVENTS:
+            self._close_line()
+            self.err.print(Text(STRATEGY_EVENTS[kind](event), style="dim"))
         elif kind == "error" and self.debug:
             self.err.print(Text(event["traceback"], style="red"))
 
@@ -150,7 +173,7 @@ class ConsoleRenderer:
             self._close_line()
             self.err.print(f"[bold magenta]── {escape(node)}[/bold magenta]")
             self.err.print_json(json.dumps(update_dict(update), ensure_ascii=False, default=str))
-        if not isinstance(update, dict):
+        if not isinstance(update, dict) or node in SUBGRAPH_NODES:
             return
         for message in update.get("messages", []):
             if isinstance(message, AIMessage) and message.id not in self._streamed:

@@ -66,6 +66,7 @@ class AgentState(TypedDict):
     turn_started_at: NotRequired[float]
     tokens_used: NotRequired[int]
     budget_exhausted: NotRequired[Budget | None]
+    strategy: NotRequired[str]  # the strategy that ran the last turn (graphs/strategies.py)
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,7 @@ class AgentContext:
     max_seconds: float | None = None
     max_tokens_per_turn: int | None = None
     approval: Literal["ask", "auto", "never"] = "auto"
+    max_trials: int = 3  # reflexion: attempts per turn
     sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
     clock: Callable[[], float] = field(default=time.time, repr=False)
 

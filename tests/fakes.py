@@ -8,7 +8,8 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
-from pydantic import Field
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import BaseModel, Field
 
 # The tools default_tools(workspace) binds, in order; several test files pin this list.
 TOOL_NAMES = [
@@ -37,7 +38,7 @@ class ScriptedChatModel(BaseChatModel):
         return "scripted"
 
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ScriptedChatModel:
-        self.bound.append([t.name for t in tools])
+        self.bound.append([_tool_name(t) for t in tools])
         return self
 
     def _generate(
@@ -49,11 +50,28 @@ class ScriptedChatModel(BaseChatModel):
         item = self.script.pop(0)
         if isinstance(item, BaseException):
             raise item
+        if isinstance(item, BaseModel) and not isinstance(item, BaseMessage):
+            item = structured(item)  # with_structured_output parses it back
         message = AIMessage(content=item) if isinstance(item, str) else item
         return ChatResult(generations=[ChatGeneration(message=message)])
 
     def assert_done(self) -> None:
         assert not self.script, f"{len(self.script)} scripted replies were never used"
+
+
+def _tool_name(tool: Any) -> str:
+    return getattr(tool, "name", None) or convert_to_openai_tool(tool)["function"]["name"]
+
+
+def structured(value: BaseModel | dict, name: str | None = None) -> AIMessage:
+    """A reply to `with_structured_output(Schema)`: one call of the schema's tool (a dict may be
+    invalid on purpose; give the schema's `name`)."""
+    args = value.model_dump() if isinstance(value, BaseModel) else value
+    name = name or type(value).__name__
+    return AIMessage(
+        content="",
+        tool_calls=[{"name": name, "args": args, "id": f"s-{name}", "type": "tool_call"}],
+    )
 
 
 def call(name: str, args: dict, call_id: str = "c1") -> dict:

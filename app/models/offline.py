@@ -7,6 +7,7 @@ and answers from their results; it streams tokens and tool-call chunks like a re
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import re
 from collections.abc import Iterator, Sequence
@@ -40,14 +41,20 @@ class OfflineChatModel(BaseChatModel):
     """Plans tool calls from the request and answers from the tool results; deterministic."""
 
     bound_tools: tuple[str, ...] = ()
+    structured_schema: str | None = (
+        None  # bound by with_structured_output (app/models/structured.py)
+    )
 
     @property
     def _llm_type(self) -> str:
         return "waypoint-offline"
 
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> OfflineChatModel:
+        from app.models.structured import RESPONDERS
+
         names = tuple(convert_to_openai_tool(t)["function"]["name"] for t in tools)
-        return self.model_copy(update={"bound_tools": names})
+        schema = names[0] if len(names) == 1 and names[0] in RESPONDERS else None
+        return self.model_copy(update={"bound_tools": names, "structured_schema": schema})
 
     def _generate(
         self,
@@ -75,6 +82,10 @@ class OfflineChatModel(BaseChatModel):
 
     def plan(self, messages: Sequence[BaseMessage]) -> AIMessage:
         """The next message: tool calls for the first step not yet run, else the final answer."""
+        if self.structured_schema:
+            from app.models.structured import respond
+
+            return respond(self.structured_schema, messages)
         if _asks_for_summary(messages):
             return _answer(extractive_summary(str(messages[-1].content)), messages)
         turn_start = _last_human_index(messages)
@@ -113,7 +124,8 @@ class _Walk:
         self.tools = tools
         self.intents = parse_request(request)
         self.intents += self._recall_for_unknown_fact(earlier_texts)
-        self.executed = [m for m in turn if isinstance(m, AIMessage) and m.tool_calls]
+        # One list of calls: the tool loop makes one message per intent, a plan one per step.
+        self.executed = [c for m in turn if isinstance(m, AIMessage) for c in m.tool_calls]
         self.results = {m.tool_call_id: m for m in turn if isinstance(m, ToolMessage)}
         self.earlier_results = [m for m in earlier_messages if isinstance(m, ToolMessage)]
         self.earlier_answer = next(
@@ -137,16 +149,14 @@ class _Walk:
                 if not intent.args.get("follow_up") and not intent.args.get("optional"):
                     self.outcomes.append((intent, []))
                 continue
-            made = next(executed, None)
-            if made is None:
+            made = list(itertools.islice(executed, len(calls)))
+            if not made:
                 self.pending = calls if self.tools else []
                 self.outcomes.append((intent, [(c, None) for c in calls]))
                 if self.pending:
                     return
                 continue
-            self.outcomes.append(
-                (intent, [(c, self.results.get(c["id"])) for c in made.tool_calls])
-            )
+            self.outcomes.append((intent, [(c, self.results.get(c["id"])) for c in made]))
 
     def _recall_for_unknown_fact(self, earlier_texts: Sequence[str]) -> list[Intent]:
         """A question about a fact this thread never heard is looked up in long-term memory."""
@@ -165,7 +175,8 @@ class _Walk:
         tool = TOOL_FOR_INTENT[intent.kind]
         if args_list is None or (self.tools and tool not in self.tools):
             return []
-        if intent.args.get("optional") and tool not in self.tools:
+        ran = {c["name"] for c in self.executed}
+        if intent.args.get("optional") and tool not in self.tools | ran:
             return []
         return [
             ToolCall(
