@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import sqlite3
 import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,9 +26,10 @@ from langgraph.checkpoint.base import (
     writes_sort_key,
 )
 
+from app.db.base import Database
 from app.errors import UsageError
 from app.store import validate_thread_id
-from app.threads import load_state, thread_exists, unreadable
+from app.threads import load_state, unreadable
 from app.transcript import render_markdown
 from graphs.builder import build_graph
 from graphs.state import unreadable_reason
@@ -70,16 +70,17 @@ class _Checkpoint:
 # --- export -----------------------------------------------------------------------------------
 
 
-def export_thread(saver: BaseCheckpointSaver, thread_id: str) -> dict:
+def export_thread(database: Database, thread_id: str) -> dict:
     """Every checkpoint of the thread's root namespace, oldest first, with its writes: JSON-safe."""
-    _require_thread(saver, thread_id)
+    _require_thread(database, thread_id)
+    saver = database.saver
     head = load_state(build_graph(saver), thread_id)
     config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
     try:
         tuples = list(saver.list(config))[::-1]
     except LOAD_ERRORS as exc:
         raise unreadable(thread_id, "in history", f"{type(exc).__name__}: {exc}") from exc
-    task_paths = _sqlite_task_paths(saver, thread_id)
+    task_paths = _task_paths(database, thread_id)
     checkpoints = [_export_checkpoint(saver, item, task_paths) for item in tuples]
     return {
         "format": FORMAT,
@@ -114,10 +115,10 @@ def _export_checkpoint(
     }
 
 
-def export_markdown(saver: BaseCheckpointSaver, thread_id: str) -> str:
+def export_markdown(database: Database, thread_id: str) -> str:
     """A readable transcript of the head state: each turn's request, tool calls with results, answers."""
-    _require_thread(saver, thread_id)
-    values = load_state(build_graph(saver), thread_id).values
+    _require_thread(database, thread_id)
+    values = load_state(build_graph(database.saver), thread_id).values
     return render_markdown(thread_id, values.get("messages", []))
 
 
@@ -136,25 +137,14 @@ def _dump(saver: BaseCheckpointSaver, value: Any) -> dict:
     return {"type": type_, "data": base64.b64encode(data).decode("ascii")}
 
 
-def _sqlite_task_paths(saver: BaseCheckpointSaver, thread_id: str) -> dict[str, list[tuple]]:
+def _task_paths(database: Database, thread_id: str) -> dict[str, list[tuple]]:
     """Each checkpoint's writes as (task_id, channel, task_path), in the order `list` returns them.
 
     `CheckpointTuple.pending_writes` has no task_path, but it orders writes replayed by DeltaChannel
-    across the tasks of one step; SQLite has it, other backends are exported without it.
+    across the tasks of one step, so the export carries it.
     """
-    connection = getattr(saver, "conn", None)
-    if not isinstance(connection, sqlite3.Connection):
-        return {}
-    try:
-        rows = connection.execute(
-            "SELECT checkpoint_id, task_id, channel, task_path, idx FROM writes "
-            "WHERE thread_id = ? AND checkpoint_ns = ''",
-            (thread_id,),
-        ).fetchall()
-    except sqlite3.OperationalError:  # an old database without the task_path column
-        return {}
     by_checkpoint: dict[str, list[tuple]] = {}
-    for checkpoint_id, task_id, channel, task_path, idx in rows:
+    for checkpoint_id, task_id, channel, task_path, idx in database.write_order(thread_id):
         by_checkpoint.setdefault(checkpoint_id, []).append((task_id, channel, task_path, idx))
     return {
         checkpoint_id: [
@@ -176,19 +166,9 @@ def _matching_paths(rows: list[tuple], pending: Sequence[tuple]) -> list[str] | 
     return [r[2] for r in rows]
 
 
-def _require_thread(saver: BaseCheckpointSaver, thread_id: str) -> None:
-    if not _thread_exists(saver, thread_id):
+def _require_thread(database: Database, thread_id: str) -> None:
+    if not database.thread_exists(thread_id):
         raise UsageError(f"thread {thread_id} does not exist; see `threads list`")
-
-
-def _thread_exists(saver: BaseCheckpointSaver, thread_id: str) -> bool:
-    connection = getattr(saver, "conn", None)
-    if isinstance(connection, sqlite3.Connection):
-        return thread_exists(connection, thread_id)
-    return (
-        next(iter(saver.list({"configurable": {"thread_id": thread_id}}, limit=1)), None)
-        is not None
-    )
 
 
 # --- import -----------------------------------------------------------------------------------
@@ -232,11 +212,12 @@ def read_export_file(path: Path) -> dict:
     return data
 
 
-def import_thread(saver: BaseCheckpointSaver, data: dict, thread_id: str) -> ImportReport:
+def import_thread(database: Database, data: dict, thread_id: str) -> ImportReport:
     """Recreate an exported thread under `thread_id`: all of it, or (on any failure) nothing."""
+    saver = database.saver
     checkpoints = _parse_export(saver, data)
     validate_thread_id(thread_id)
-    if _thread_exists(saver, thread_id):
+    if database.thread_exists(thread_id):
         raise UsageError(f"thread {thread_id} already exists; pass --as NEW to import it as NEW")
     try:
         for item in checkpoints:

@@ -23,6 +23,7 @@ from langgraph.types import Command, StateSnapshot
 from app.config import Settings
 from app.errors import UsageError
 from app.head import CHECKPOINTS_MODE, HeadCache
+from app.lessons import record_lessons
 from app.memory import (
     experience_prompt,
     record_experience,
@@ -31,11 +32,12 @@ from app.memory import (
 )
 from app.models import make_chat_model
 from app.render import Renderer
-from app.store import ThreadLock, validate_thread_id
+from app.store import lock_thread, validate_thread_id
 from app.threads import load_state
-from graphs.builder import build_graph, recursion_limit
+from graphs.builder import recursion_limit
 from graphs.messages import cancelled_results, dangling_tool_calls, new_message_id
-from graphs.state import AgentContext, turn_input
+from graphs.state import AgentContext
+from graphs.strategies import get_strategy, stored_strategy, strategy_turn_input
 from graphs.summarize import split_for_summary, summary_update, write_summary
 from tools import SIDE_EFFECT_TOOLS, default_tools
 from tools.memory import MemoryStore, make_memory_tools
@@ -107,8 +109,8 @@ def make_context(
         tools=[
             *default_tools(
                 settings.workspace,
-                hidden=(settings.db.parent,),
-                search=make_backend(settings.search_backend, settings.db),
+                hidden=(settings.database.local_dir, settings.corpus_path.parent),
+                search=make_backend(settings.search_backend, settings.corpus_path),
                 weather_backend=settings.weather_backend,
             ),
             *(make_memory_tools(memory, user) if memory is not None else []),
@@ -125,6 +127,7 @@ def make_context(
         max_seconds=settings.max_seconds,
         max_tokens_per_turn=settings.max_tokens_per_turn,
         approval=approval or settings.approve or "auto",
+        max_trials=settings.max_trials,
     )
 
 
@@ -139,12 +142,23 @@ class ChatSession:
         context: AgentContext,
         memory: MemoryStore | None = None,
         user: str = "default",
+        strategy: str | None = None,
     ) -> None:
+        """`strategy` (or a configured one): the graph to run; None continues the thread's own
+        (new threads: react)."""
         self.settings = settings
         self.thread_id = validate_thread_id(thread_id)
         self.base_context = self.context = context
         self.memory, self.user = memory, user
-        self.graph: CompiledStateGraph = build_graph(saver)
+        strategy = strategy or settings.chosen_strategy
+        stored = stored_strategy(saver, self.thread_id)
+        self.strategy = get_strategy(strategy or stored or settings.strategy)
+        self.strategy_notice = (
+            f"thread {self.thread_id} ran with --strategy {stored}; this turn uses {strategy}"
+            if strategy and stored and strategy != stored
+            else ""
+        )
+        self.graph: CompiledStateGraph = self.strategy.build(saver)
         self.head = HeadCache(self.graph, self.thread_id)
 
     @property
@@ -159,7 +173,7 @@ class ChatSession:
     ) -> TurnResult:
         """One user turn. Risky tool calls go to `approver` when the policy is `ask`."""
         text = clean_input(text, self.settings.max_input_chars)
-        with ThreadLock(self.settings.db, self.thread_id):
+        with lock_thread(self.settings.db, self.thread_id):
             # With DeltaChannel every full load of the head rebuilds the messages, which is what a
             # long thread makes expensive: the head cache skips the loads this process can.
             head = self._settle_pending_approval(renderer, approver, self.head.load())
@@ -169,7 +183,10 @@ class ChatSession:
             metadata = {"turn": turn, "preview": text[:PREVIEW_CHARS]}
             self.context = self._with_experience(text)
             config = self._run_config(metadata)
-            self._drive(turn_input(message, turn), config, renderer, turn)
+            if self.strategy_notice:
+                renderer.notice(self.strategy_notice)
+                self.strategy_notice = ""
+            self._drive(strategy_turn_input(self.strategy, message, turn), config, renderer, turn)
             end = self._answer_approvals(config, renderer, turn, approver, just_ran=True)
             result = self._finish(turn, renderer, end)
             self._record_experience(turn, text, result, end)
@@ -193,6 +210,9 @@ class ChatSession:
         if self.memory is None:
             return
         messages = end.values.get("messages", [])
+        record_lessons(
+            self.memory, self.user, self.thread_id, turn, request, end.values.get("lessons") or []
+        )
         record_experience(
             self.memory,
             self.user,
@@ -216,7 +236,7 @@ class ChatSession:
 
     def answer_pending_approval(self, renderer: Renderer, approver: Approver) -> TurnResult | None:
         """Show a pending approval again (e.g. after a restart) and continue the turn it paused."""
-        with ThreadLock(self.settings.db, self.thread_id):
+        with lock_thread(self.settings.db, self.thread_id):
             if not self.pending_approval():
                 return None
             state = load_state(self.graph, self.thread_id)
@@ -264,7 +284,7 @@ class ChatSession:
     def replay(self, checkpoint_id: str, renderer: Renderer, approve: ReplayConfirm) -> TurnResult:
         """Re-execute the graph from a checkpoint: a new branch whose model and tools run again.
         Before a tools step with side effects, `approve` decides; a refusal closes the branch."""
-        with ThreadLock(self.settings.db, self.thread_id):
+        with lock_thread(self.settings.db, self.thread_id):
             start = self.graph.get_state(
                 {"configurable": {"thread_id": self.thread_id, "checkpoint_id": checkpoint_id}}
             )
@@ -282,12 +302,13 @@ class ChatSession:
                 "configurable": {**config["configurable"], "checkpoint_id": checkpoint_id},
             }
             graph_config = first
+            gate = self._replay_gate()
             while True:
-                self._drive(None, graph_config, renderer, turn, interrupt_before=["tools"])
+                self._drive(None, graph_config, renderer, turn, interrupt_before=[gate])
                 head = self.graph.get_state(self.config)
-                if head.next != ("tools",):
+                if head.next != (gate,):
                     break
-                calls = head.values["messages"][-1].tool_calls
+                calls = self.strategy.gate_calls(head.values)
                 risky = [c for c in calls if c["name"] in SIDE_EFFECT_TOOLS]
                 if risky and not approve(risky):
                     self._close(
@@ -303,6 +324,14 @@ class ChatSession:
                 graph_config = config
             return self._finish(turn, renderer)
 
+    def _replay_gate(self) -> str:
+        if self.strategy.replay_gate is None:
+            raise UsageError(
+                f"replay cannot yet stop before the tools of a '{self.strategy.name}' turn; fork "
+                f"the thread at that checkpoint and send the message again instead"
+            )
+        return self.strategy.replay_gate
+
     def pending_step(self) -> str | None:
         """What an interrupted run left unfinished (its next node and open tool calls), if anything."""
         state = load_state(self.graph, self.thread_id)
@@ -316,7 +345,7 @@ class ChatSession:
 
     def resume(self, renderer: Renderer) -> TurnResult:
         """Run the unfinished step of an interrupted turn again (at-least-once for its tools)."""
-        with ThreadLock(self.settings.db, self.thread_id):
+        with lock_thread(self.settings.db, self.thread_id):
             state = load_state(self.graph, self.thread_id)
             turn = state.values.get("turn", 0)
             metadata = {k: v for k, v in (state.metadata or {}).items() if k in {"turn", "preview"}}
@@ -324,12 +353,12 @@ class ChatSession:
             return self._finish(turn, renderer)
 
     def discard(self, renderer: Renderer) -> None:
-        with ThreadLock(self.settings.db, self.thread_id):
+        with lock_thread(self.settings.db, self.thread_id):
             self._repair_interrupted(renderer)
 
     def compact(self, renderer: Renderer) -> int:
         """Replace older turns with a summary now (REPL /compact); returns the messages replaced."""
-        with ThreadLock(self.settings.db, self.thread_id):
+        with lock_thread(self.settings.db, self.thread_id):
             state = load_state(self.graph, self.thread_id)
             # Between turns there is no current turn: keep the last one whole, summarise the rest.
             older, recent = split_for_summary(state.values.get("messages", []), 0)
@@ -393,17 +422,21 @@ class ChatSession:
 
         def produce() -> None:
             try:
-                for item in self.graph.stream(
+                # subgraphs=True: a strategy's tool-loop subgraph streams its tokens and cards too.
+                for namespace, mode, payload in self.graph.stream(
                     graph_input,
                     config,
                     context=self.context,
                     stream_mode=[*STREAM_MODES, CHECKPOINTS_MODE],
                     durability="sync",
+                    subgraphs=True,
                     **options,
                 ):
                     if cancelled.is_set():
                         return
-                    events.put(("event", item))
+                    if namespace and mode == CHECKPOINTS_MODE:
+                        continue  # a subgraph's own checkpoints are never the thread's head
+                    events.put(("event", (mode, payload)))
             except BaseException as exc:  # handed to the consumer, which re-raises it
                 events.put(("error", exc))
             else:

@@ -41,7 +41,10 @@ def load_settings(**overrides: object) -> Settings:
 
 
 DbOption = Annotated[
-    Path | None, typer.Option("--db", help="SQLite checkpoint database (env APP_DB).")
+    str | None,
+    typer.Option(
+        "--db", help="SQLite file or postgresql://user@host:5432/dbname URL (env APP_DB)."
+    ),
 ]
 ThreadOption = Annotated[str, typer.Option("--thread", "-t", help="Thread id, e.g. demo.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
@@ -131,11 +134,27 @@ def chat(
             "--stream", help="tokens: live answer and tool cards; updates: every node's output."
         ),
     ] = StreamStyle.tokens,
+    strategy: Annotated[
+        str | None,
+        typer.Option(
+            "--strategy",
+            help="react | plan | reflexion | routed (env APP_STRATEGY); default: the thread's "
+            "own, react for a new thread. See `graph --strategy S`.",
+        ),
+    ] = None,
+    max_trials: Annotated[
+        int | None,
+        typer.Option(
+            "--max-trials", min=1, max=10, help="reflexion: attempts per turn (env APP_MAX_TRIALS)."
+        ),
+    ] = None,
 ) -> None:
     """Talk to the agent: an interactive REPL, or one message with -m / piped stdin."""
     from app.chat import new_thread_id
 
     settings = load_settings(
+        strategy=strategy,
+        max_trials=max_trials,
         model=model,
         db=db,
         workspace=workspace,
@@ -245,15 +264,31 @@ def _read_line(question: str, default: str) -> str:
     return input().strip() or default
 
 
+@app.command("graph")
+def draw_graph(
+    strategy: Annotated[
+        str, typer.Option("--strategy", help="react | plan | reflexion | routed.")
+    ] = "react",
+) -> None:
+    """Print a strategy's state machine as a Mermaid diagram (its tool-loop subgraph too)."""
+    from app.errors import UsageError
+    from graphs.strategies import UnknownStrategyError, mermaid
+
+    try:
+        out.print(mermaid(strategy), markup=False, highlight=False)
+    except UnknownStrategyError as exc:
+        raise UsageError(str(exc)) from None
+
+
 @threads_app.command("list")
 def threads_list(db: DbOption = None, as_json: JsonOption = False) -> None:
     """List threads, newest first: id, title, turns, checkpoints, size, last update, interrupted."""
-    from app.store import open_checkpointer
+    from app.store import open_database
     from app.threads import list_threads
 
     settings = load_settings(db=db)
-    with open_checkpointer(settings.db, settings.busy_timeout) as saver:
-        threads = list_threads(saver.conn, settings.db)
+    with open_database(settings.db, settings.busy_timeout) as database:
+        threads = list_threads(database)
     if as_json:
         out.print_json(json.dumps([t.as_dict() for t in threads], ensure_ascii=False))
         return
@@ -353,4 +388,4 @@ def list_tools(
 
 
 # Commands defined in their own modules register themselves on `app` when imported.
-from app import cli_corpus, cli_mcp, cli_memory, cli_store, cli_time  # noqa: E402, F401
+from app import cli_corpus, cli_mcp, cli_memory, cli_serve, cli_store, cli_time  # noqa: E402, F401

@@ -43,7 +43,7 @@ def _corpus_errors(settings: Settings) -> Iterator[None]:
     except CorpusDatabaseError as exc:
         cause = exc.__cause__
         if isinstance(cause, sqlite3.DatabaseError):
-            raise database_error(settings.db, cause) from cause
+            raise database_error(settings.corpus_path, cause) from cause
         raise ConfigError(str(exc)) from exc
     except EmptyCorpusError:
         raise UsageError(f"the corpus is empty; {ADD_HINT}") from None
@@ -51,13 +51,14 @@ def _corpus_errors(settings: Settings) -> Iterator[None]:
         raise UsageError(str(exc)) from None
 
 
-def _index(db: Path | None) -> tuple[Settings, LocalIndex]:
+def _index(db: str | None) -> tuple[Settings, LocalIndex]:
     from app.store import connect
     from tools.search import LocalIndex
 
     settings = load_settings(db=db)
-    connect(settings.db, settings.busy_timeout).close()  # vets the file like every other command
-    return settings, LocalIndex(settings.db, busy_timeout=settings.busy_timeout)
+    corpus = settings.corpus_path  # the SQLite database, or a file of its own (see README)
+    connect(corpus, settings.busy_timeout).close()  # vets the file like every other command
+    return settings, LocalIndex(corpus, busy_timeout=settings.busy_timeout)
 
 
 @corpus_app.command("add")

@@ -34,15 +34,15 @@ def export(
 ) -> None:
     """Export a thread: every checkpoint and branch as JSON (re-importable), or a Markdown transcript."""
     from app.archive import export_markdown, export_thread
-    from app.store import open_checkpointer, validate_thread_id
+    from app.store import open_database, validate_thread_id
 
     validate_thread_id(thread)
     settings = load_settings(db=db)
-    with open_checkpointer(settings.db, settings.busy_timeout) as saver:
+    with open_database(settings.db, settings.busy_timeout) as database:
         if format is ExportFormat.md:
-            text = export_markdown(saver, thread)
+            text = export_markdown(database, thread)
         else:
-            text = json.dumps(export_thread(saver, thread), ensure_ascii=False, indent=1) + "\n"
+            text = json.dumps(export_thread(database, thread), ensure_ascii=False, indent=1) + "\n"
     if output is None:
         sys.stdout.write(text)
         return
@@ -78,17 +78,17 @@ def import_(
 ) -> None:
     """Import a thread exported as JSON, under its own id or --as NEW; every checkpoint comes back."""
     from app.archive import import_thread, read_export_file
-    from app.store import ThreadLock, open_checkpointer, validate_thread_id
+    from app.store import lock_thread, open_database, validate_thread_id
 
     data = read_export_file(file)
     thread = as_ or str(data.get("thread_id") or "")
     validate_thread_id(thread)
     settings = load_settings(db=db)
     with (
-        open_checkpointer(settings.db, settings.busy_timeout) as saver,
-        ThreadLock(settings.db, thread),
+        open_database(settings.db, settings.busy_timeout) as database,
+        lock_thread(settings.db, thread),
     ):
-        report = import_thread(saver, data, thread)
+        report = import_thread(database, data, thread)
     err.print(
         f"imported thread [bold]{report.thread_id}[/bold]: {report.checkpoints} checkpoints, "
         f"{report.writes} writes; continue with: python -m app chat --thread {report.thread_id}"
@@ -104,19 +104,19 @@ def threads_delete(
 ) -> None:
     """Delete a thread: every checkpoint and write (workspace files are left alone)."""
     from app.maintenance import delete_thread
-    from app.store import ThreadLock, open_checkpointer, validate_thread_id
+    from app.store import lock_thread, open_database, validate_thread_id
     from app.threads import thread_exists
 
     validate_thread_id(thread)
     settings = load_settings(db=db)
     with (
-        open_checkpointer(settings.db, settings.busy_timeout) as saver,
-        ThreadLock(settings.db, thread),
+        open_database(settings.db, settings.busy_timeout) as database,
+        lock_thread(settings.db, thread),
     ):
-        if not thread_exists(saver.conn, thread):
+        if not thread_exists(database, thread):
             raise UsageError(f"thread {thread} does not exist; see `threads list`")
         _confirm(f"Delete thread {thread} and all its checkpoints?", yes)
-        report = delete_thread(saver, thread)
+        report = delete_thread(database, thread)
     err.print(
         f"deleted thread {thread}: {report.checkpoints} checkpoints, {report.writes} writes "
         f"({report.bytes_freed:,} bytes; run `threads vacuum` to shrink the file)"
@@ -152,13 +152,12 @@ def threads_prune(
 ) -> None:
     """Delete old checkpoints and writes that no kept checkpoint needs; every kept one still loads."""
     from app.maintenance import prune
-    from app.store import open_checkpointer
+    from app.store import open_database
 
     settings = load_settings(db=db)
-    with open_checkpointer(settings.db, settings.busy_timeout) as saver:
+    with open_database(settings.db, settings.busy_timeout) as database:
         report = prune(
-            saver,
-            db_path=settings.db,
+            database,
             keep_last_turns=keep_last_turns,
             older_than_days=older_than,
             dry_run=dry_run,
@@ -184,14 +183,17 @@ def threads_prune(
 
 @threads_app.command("vacuum")
 def threads_vacuum(db: DbOption = None) -> None:
-    """Fold the WAL into the database and VACUUM it; prints the bytes freed."""
+    """SQLite: fold the WAL in and VACUUM the file. PostgreSQL: VACUUM the checkpoint tables."""
     from app.maintenance import vacuum
-    from app.store import open_checkpointer
+    from app.store import open_database
 
     settings = load_settings(db=db)
-    with open_checkpointer(settings.db, settings.busy_timeout) as saver:
-        report = vacuum(settings.db, saver.conn)
+    with open_database(settings.db, settings.busy_timeout) as database:
+        report = vacuum(database)
     err.print(
-        f"{settings.db}: {report.bytes_before:,} → {report.bytes_after:,} bytes "
-        f"({report.bytes_freed:,} freed)"
+        f"{settings.database.label}: {report.bytes_before:,} → {report.bytes_after:,} bytes "
+        f"({report.bytes_freed:,} freed)",
+        markup=False,
     )
+    if report.note:
+        err.print(report.note, markup=False)

@@ -42,20 +42,24 @@ class OpenThread:
     saver: object
     graph: object
     index: object
+    database: object = None
 
 
 @contextlib.contextmanager
-def open_thread(thread: str, db: Path | None, **overrides: object) -> Iterator[OpenThread]:
+def open_thread(thread: str, db: str | None, **overrides: object) -> Iterator[OpenThread]:
     """Validate the thread id, open the database and index the thread's checkpoints."""
-    from app.store import open_checkpointer, validate_thread_id
+    from app.store import open_database, validate_thread_id
     from app.timetravel import CheckpointIndex
-    from graphs.builder import build_graph
+    from graphs.strategies import get_strategy, stored_strategy
 
     settings = load_settings(db=db, **overrides)
     validate_thread_id(thread)
-    with open_checkpointer(settings.db, settings.busy_timeout) as saver:
-        index = CheckpointIndex(saver.conn, thread)
-        yield OpenThread(settings, saver, build_graph(saver), index)
+    with open_database(settings.db, settings.busy_timeout) as database:
+        index = CheckpointIndex(database, thread)
+        # The thread's own graph, so its strategy's state fields (plan, lessons, …) are read too.
+        strategy = get_strategy(stored_strategy(database.saver, thread) or "react")
+        graph = strategy.build(database.saver)
+        yield OpenThread(settings, database.saver, graph, index, database)
 
 
 @app.command()
@@ -273,9 +277,9 @@ def rollback(
     """Make an earlier checkpoint the head again; nothing is deleted, so it can be undone too."""
     if (turns is None) == (checkpoint is None):
         raise UsageError("give exactly one of --turns N or --checkpoint ID")
-    from app.store import ThreadLock
+    from app.store import lock_thread
 
-    with open_thread(thread, db, workspace=workspace) as t, ThreadLock(t.settings.db, thread):
+    with open_thread(thread, db, workspace=workspace) as t, lock_thread(t.settings.db, thread):
         report = do_rollback(t, turns, checkpoint, keep_files=keep_files, force=force)
     print_rollback(report)
 
@@ -404,18 +408,18 @@ def fork(
     force: ForceOption = False,
 ) -> None:
     """Copy a thread's state at a checkpoint (default: the head) into a new thread."""
-    from app.store import ThreadLock, validate_thread_id
+    from app.store import lock_thread, validate_thread_id
     from app.timetravel import fork as fork_thread
 
     validate_thread_id(to)
-    with open_thread(thread, db, workspace=workspace) as t, ThreadLock(t.settings.db, to):
+    with open_thread(thread, db, workspace=workspace) as t, lock_thread(t.settings.db, to):
         row = t.index.resolve(checkpoint) if checkpoint else t.index.head
         report = fork_thread(
             t.graph,
             t.index,
             row,
             to,
-            t.saver.conn,
+            t.database,
             workspace=None if keep_files else t.settings.workspace,
             force=force,
         )

@@ -6,9 +6,10 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from app.db.location import DatabaseLocation, parse_location
 from app.errors import ConfigError
 
 DEFAULT_OPENAI_MODEL = "openai:gpt-4o-mini"
@@ -18,7 +19,8 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="APP_", env_file=".env", extra="ignore")
 
     model: str | None = Field(None, description="offline | openai:<name>; default depends on keys")
-    db: Path = Path("checkpoints/agent.sqlite")
+    db: str = Field("checkpoints/agent.sqlite", description="SQLite file or postgresql:// URL")
+    corpus_db: Path | None = Field(None, description="SQLite file of the local search corpus")
     workspace: Path = Path("workspace")
     max_iterations: int = Field(8, ge=1, le=100)
     max_retries: int = Field(3, ge=0, le=20)
@@ -38,6 +40,14 @@ class Settings(BaseSettings):
     search_backend: Literal["local", "ddgs", "tavily"] = "local"
     weather_backend: Literal["offline", "open-meteo"] = "offline"
     busy_timeout: float = Field(5.0, ge=0)
+    strategy: Literal["react", "plan", "reflexion", "routed"] = "react"
+    max_trials: int = Field(3, ge=1, le=10)
+    api_token: SecretStr | None = Field(None, description="bearer token the HTTP server requires")
+
+    @property
+    def chosen_strategy(self) -> str | None:
+        """The strategy set by a flag, APP_STRATEGY or .env; None lets a thread keep its own."""
+        return self.strategy if "strategy" in self.model_fields_set else None
 
     @property
     def model_spec(self) -> str:
@@ -48,9 +58,32 @@ class Settings(BaseSettings):
             return DEFAULT_OPENAI_MODEL
         return "offline"
 
+    @field_validator("db", mode="before")
+    @classmethod
+    def _db_as_text(cls, value: object) -> object:
+        value = os.fspath(value) if isinstance(value, os.PathLike) else value
+        if isinstance(value, str):
+            try:
+                parse_location(value)
+            except ConfigError as exc:
+                raise ValueError(str(exc)) from None
+        return value
+
+    @property
+    def database(self) -> DatabaseLocation:
+        """The parsed --db: a SQLite path or a PostgreSQL URL (print its `label`, never the URL)."""
+        return parse_location(self.db)
+
+    @property
+    def corpus_path(self) -> Path:
+        """The local corpus: APP_CORPUS_DB, else the SQLite database itself, else
+        checkpoints/corpus.sqlite next to a server database."""
+        location = self.database
+        return self.corpus_db or location.path or location.local_dir / "corpus.sqlite"
+
     @property
     def chat_history_file(self) -> Path:
-        return self.db.parent / "chat_history"
+        return self.database.local_dir / "chat_history"
 
 
 def load_settings(**overrides: object) -> Settings:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sqlite3
 import time
 from dataclasses import dataclass
 
@@ -30,7 +29,7 @@ def configuration(settings: Settings) -> list[tuple[str, str]]:
         ("tool protocol", settings.tool_protocol),
         ("OPENAI_BASE_URL", os.environ.get("OPENAI_BASE_URL") or "(not set)"),
         ("OPENAI_API_KEY", mask(os.environ.get("OPENAI_API_KEY"))),
-        ("database", str(settings.db.resolve())),
+        ("database", _database_label(settings)),
         ("workspace", str(settings.workspace.resolve())),
         ("max iterations / retries", f"{settings.max_iterations} / {settings.max_retries}"),
         ("backoff base / cap", f"{settings.backoff_base:g} s / {settings.backoff_cap:g} s"),
@@ -47,27 +46,27 @@ def configuration(settings: Settings) -> list[tuple[str, str]]:
     ]
 
 
-def check_database(settings: Settings) -> Check:
-    from app.store import open_checkpointer
+def _database_label(settings: Settings) -> str:
+    location = settings.database
+    if location.path is None:
+        return f"PostgreSQL {location.label}"
+    return str(location.path.resolve())
 
-    if not settings.db.exists():
+
+def check_database(settings: Settings) -> Check:
+    from app.store import open_database
+
+    location = settings.database
+    if location.path is not None and not location.path.exists():
         return Check(
-            "database", True, f"{settings.db} does not exist yet; the first chat creates it"
+            "database", True, f"{location.path} does not exist yet; the first chat creates it"
         )
     try:
-        with open_checkpointer(settings.db, settings.busy_timeout) as saver:
-            verdict = saver.conn.execute("PRAGMA quick_check").fetchone()[0]
-            mode = saver.conn.execute("PRAGMA journal_mode").fetchone()[0]
-            threads = saver.conn.execute(
-                "SELECT COUNT(DISTINCT thread_id) FROM checkpoints"
-            ).fetchone()[0]
-    except (AppError, sqlite3.Error) as exc:
+        with open_database(location, settings.busy_timeout) as database:
+            health = database.health()
+    except AppError as exc:
         return Check("database", False, str(exc))
-    size = settings.db.stat().st_size
-    ok = verdict == "ok"
-    return Check(
-        "database", ok, f"{threads} thread(s), {size:,} bytes, journal {mode}, integrity {verdict}"
-    )
+    return Check("database", health.ok, health.detail)
 
 
 def check_workspace(settings: Settings) -> Check:

@@ -7,49 +7,19 @@ writes of its ancestors back to the nearest one that stores it, so a kept checkp
 from __future__ import annotations
 
 import contextlib
-import json
-import sqlite3
 import typing
 from collections.abc import Collection, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 from langgraph.channels import DeltaChannel
-from langgraph.checkpoint.sqlite import SqliteSaver
 
+from app.db import lock_thread
+from app.db.base import Database, Removal, UnreadableCheckpointError
 from app.errors import ThreadBusyError, UsageError
-from app.store import ThreadLock, database_error, validate_thread_id
+from app.store import validate_thread_id
 from app.threads import checkpoint_time
 from graphs.state import AgentState
-
-CHECKPOINT_BYTES = "IFNULL(LENGTH(checkpoint), 0) + IFNULL(LENGTH(CAST(metadata AS BLOB)), 0)"
-WRITE_BYTES = "IFNULL(LENGTH(value), 0)"
-# Grouping each table first walks its primary-key index in thread order (no temporary b-tree over all
-# rows): ~0.5 s for 1,000 threads of 60 turns (1.6 M rows, 1.1 GB).
-THREAD_SIZES_SQL = f"""
-SELECT thread_id, SUM(bytes) FROM (
-    SELECT thread_id, SUM({CHECKPOINT_BYTES}) AS bytes FROM checkpoints GROUP BY thread_id
-    UNION ALL
-    SELECT thread_id, SUM({WRITE_BYTES}) FROM writes GROUP BY thread_id
-)
-GROUP BY thread_id
-"""
-THREAD_TOTALS_SQL = f"""
-SELECT (SELECT COUNT(*) FROM checkpoints WHERE thread_id = :thread),
-       (SELECT COUNT(*) FROM writes WHERE thread_id = :thread),
-       (SELECT IFNULL(SUM({CHECKPOINT_BYTES}), 0) FROM checkpoints WHERE thread_id = :thread)
-       + (SELECT IFNULL(SUM({WRITE_BYTES}), 0) FROM writes WHERE thread_id = :thread)
-"""
-CHECKPOINT_ROWS_SQL = f"""
-SELECT checkpoint_id, parent_checkpoint_id, CAST(metadata AS TEXT), {CHECKPOINT_BYTES}
-FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ''
-"""
-WRITES_PER_CHECKPOINT_SQL = f"""
-SELECT checkpoint_id, COUNT(*), SUM({WRITE_BYTES})
-FROM writes WHERE thread_id = ? AND checkpoint_ns = '' GROUP BY checkpoint_id
-"""
-BY_ID = "WHERE thread_id = ? AND checkpoint_ns = '' AND checkpoint_id = ?"
 
 
 def _delta_fields(schema: type) -> frozenset[str]:
@@ -126,6 +96,7 @@ class PruneReport:
 class VacuumReport:
     bytes_before: int
     bytes_after: int
+    note: str = ""
 
     @property
     def bytes_freed(self) -> int:
@@ -135,36 +106,22 @@ class VacuumReport:
         return {**asdict(self), "bytes_freed": self.bytes_freed}
 
 
-def thread_sizes(connection: sqlite3.Connection) -> dict[str, int]:
-    """Bytes stored per thread: checkpoint and metadata blobs plus the values of its writes."""
-    return dict(connection.execute(THREAD_SIZES_SQL).fetchall())
+def thread_sizes(database: Database) -> dict[str, int]:
+    """Bytes stored per thread: checkpoints and metadata, the values of its writes, any blobs."""
+    return database.thread_sizes()
 
 
-def delete_thread(saver: SqliteSaver, thread_id: str) -> DeleteReport:
+def delete_thread(database: Database, thread_id: str) -> DeleteReport:
     """Remove every checkpoint and write of a thread in one transaction (the caller holds its lock)."""
-    connection = saver.conn
-    checkpoints, writes, size = connection.execute(
-        THREAD_TOTALS_SQL, {"thread": thread_id}
-    ).fetchone()
-    if not checkpoints and not writes:
+    removal = database.remove(thread_id, None, dry_run=False)
+    if not removal.checkpoints and not removal.writes:
         raise UsageError(f"thread {thread_id} does not exist; see `threads list`")
-    try:
-        with _one_transaction(saver):
-            checkpoints = connection.execute(
-                "DELETE FROM checkpoints WHERE thread_id = ?", (thread_id,)
-            ).rowcount
-            writes = connection.execute(
-                "DELETE FROM writes WHERE thread_id = ?", (thread_id,)
-            ).rowcount
-    except sqlite3.OperationalError as exc:
-        raise database_error(_database_path(connection), exc) from exc
-    return DeleteReport(thread_id, checkpoints, writes, size)
+    return DeleteReport(thread_id, removal.checkpoints, removal.writes, removal.bytes)
 
 
 def prune(
-    saver: SqliteSaver,
+    database: Database,
     *,
-    db_path: Path,
     keep_last_turns: int | None,
     older_than_days: float | None,
     dry_run: bool,
@@ -184,11 +141,7 @@ def prune(
     now = (now or datetime.now(UTC)).astimezone()
     max_idle = None if older_than_days is None else timedelta(days=older_than_days)
     report = PruneReport(dry_run=dry_run)
-    threads = saver.conn.execute(
-        "SELECT thread_id, MAX(checkpoint_id), MAX(checkpoint_ns != '') FROM checkpoints "
-        "GROUP BY thread_id ORDER BY thread_id"
-    ).fetchall()
-    for thread_id, last_checkpoint, has_subgraphs in threads:
+    for thread_id, last_checkpoint, has_subgraphs in database.thread_heads():
         report.threads_examined += 1
         try:
             validate_thread_id(thread_id)
@@ -200,35 +153,26 @@ def prune(
         if not expired and keep_last_turns is None:
             continue
         try:
-            with _try_lock(db_path, thread_id):
+            with _try_lock(database, thread_id):
                 if not expired and keep_last_turns is not None:
                     if has_subgraphs:
                         raise _Skip("it has subgraph checkpoints, which pruning does not handle")
-                    plan = _PrunePlan(saver, thread_id, keep_last_turns, delta_channels)
+                    plan = _PrunePlan(database, thread_id, keep_last_turns, delta_channels)
                     result = plan.execute(dry_run)
                 else:
-                    result = _delete_whole_thread(saver, thread_id, dry_run)
+                    result = _delete_whole_thread(database, thread_id, dry_run)
         except (_Skip, UsageError) as skip:  # UsageError: another process deleted it meanwhile
             report.skipped.append(SkippedThread(thread_id, str(skip)))
             continue
-        except sqlite3.OperationalError as exc:
-            raise database_error(db_path, exc) from exc
         if result.checkpoints_deleted or result.writes_deleted:
             report.threads.append(result)
     return report
 
 
-def vacuum(db_path: Path, connection: sqlite3.Connection) -> VacuumReport:
-    """Fold the WAL into the database and rebuild the file so that freed pages return to the disk."""
-    before = _file_bytes(db_path)
-    try:
-        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        connection.execute("VACUUM")
-        # In WAL mode VACUUM writes the rebuilt pages to the WAL; fold them in so the file shrinks now.
-        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    except sqlite3.OperationalError as exc:
-        raise database_error(db_path, exc) from exc
-    return VacuumReport(before, _file_bytes(db_path))
+def vacuum(database: Database) -> VacuumReport:
+    """Give freed space back: SQLite folds the WAL in and rebuilds the file; PostgreSQL VACUUMs."""
+    space = database.reclaim_space()
+    return VacuumReport(space.bytes_before, space.bytes_after, space.note)
 
 
 class _Skip(Exception):
@@ -236,9 +180,9 @@ class _Skip(Exception):
 
 
 @contextlib.contextmanager
-def _try_lock(db_path: Path, thread_id: str) -> Iterator[None]:
+def _try_lock(database: Database, thread_id: str) -> Iterator[None]:
     try:
-        lock = ThreadLock(db_path, thread_id).__enter__()
+        lock = lock_thread(database.location, thread_id).__enter__()
     except ThreadBusyError:
         raise _Skip("busy: another Waypoint process is writing to it") from None
     try:
@@ -259,47 +203,34 @@ class _PrunePlan:
 
     def __init__(
         self,
-        saver: SqliteSaver,
+        database: Database,
         thread_id: str,
         keep_last_turns: int,
         delta_channels: Collection[str],
     ) -> None:
-        self.saver = saver
+        self.database = database
         self.thread_id = thread_id
         self.parent: dict[str, str | None] = {}
         self.turn: dict[str, int | None] = {}
-        self.size: dict[str, int] = {}
         channels = set(delta_channels)
-        for cid, parent, meta, size in saver.conn.execute(CHECKPOINT_ROWS_SQL, (thread_id,)):
-            metadata = _json_object(meta)
-            turn = metadata.get("turn")
-            self.parent[cid], self.size[cid] = parent, size
+        for record in database.checkpoint_records(thread_id):
+            cid, turn = record.checkpoint_id, record.metadata.get("turn")
+            self.parent[cid] = record.parent_id
             self.turn[cid] = turn if isinstance(turn, int) else None
             # LangGraph counts updates per delta channel here, so this names every delta channel.
-            counters = metadata.get("counters_since_delta_snapshot")
+            counters = record.metadata.get("counters_since_delta_snapshot")
             channels.update(counters if isinstance(counters, dict) else ())
         self.delta_channels = frozenset(channels)
+        self._read_channels = database.delta_reader(thread_id, self.delta_channels)
         self._channels: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
         kept = self._kept(keep_last_turns) if self.parent else []
         self.doomed = sorted(set(self.parent) - self._with_what_they_need(kept))
 
     def execute(self, dry_run: bool) -> ThreadPrune:
-        connection = self.saver.conn
-        writes = {
-            cid: (count, size)
-            for cid, count, size in connection.execute(WRITES_PER_CHECKPOINT_SQL, (self.thread_id,))
-        }
-        checkpoints = len(self.doomed)
-        write_count = sum(writes.get(cid, (0, 0))[0] for cid in self.doomed)
-        size = sum(self.size[cid] + writes.get(cid, (0, 0))[1] for cid in self.doomed)
-        if self.doomed and not dry_run:
-            params = [(self.thread_id, cid) for cid in self.doomed]
-            with _one_transaction(self.saver):
-                checkpoints = connection.executemany(
-                    f"DELETE FROM checkpoints {BY_ID}", params
-                ).rowcount
-                write_count = connection.executemany(f"DELETE FROM writes {BY_ID}", params).rowcount
-        return ThreadPrune(self.thread_id, checkpoints, write_count, size)
+        if not self.doomed:
+            return ThreadPrune(self.thread_id, 0, 0, 0)
+        removal = self.database.remove(self.thread_id, self.doomed, dry_run=dry_run)
+        return ThreadPrune(self.thread_id, removal.checkpoints, removal.writes, removal.bytes)
 
     def _kept(self, keep_last_turns: int) -> list[str]:
         head = max(self.parent)  # SqliteSaver's head: the greatest id
@@ -339,60 +270,19 @@ class _PrunePlan:
         return chain
 
     def _delta_channels_of(self, cid: str) -> tuple[frozenset[str], frozenset[str]]:
-        """(delta channels this checkpoint has a version of, those whose value its blob stores)."""
+        """(delta channels this checkpoint has a version of, those whose value it stores)."""
         if cid not in self._channels:
-            type_tag, blob = self.saver.conn.execute(
-                f"SELECT type, checkpoint FROM checkpoints {BY_ID}", (self.thread_id, cid)
-            ).fetchone()
             try:
-                checkpoint = self.saver.serde.loads_typed((type_tag, blob))
-                versioned = frozenset(checkpoint["channel_versions"]) & self.delta_channels
-                # A `_DeltaSnapshot` (or a pre-delta plain value) ends the walk, as in LangGraph.
-                stored = frozenset(checkpoint["channel_values"]) & self.delta_channels
-            except (ValueError, TypeError, KeyError) as exc:
+                self._channels[cid] = self._read_channels(cid)
+            except UnreadableCheckpointError as exc:
                 raise _Skip(f"checkpoint {cid} is unreadable, so nothing was pruned") from exc
-            self._channels[cid] = (versioned, stored)
         return self._channels[cid]
 
 
-def _delete_whole_thread(saver: SqliteSaver, thread_id: str, dry_run: bool) -> ThreadPrune:
-    if dry_run:
-        checkpoints, writes, size = saver.conn.execute(
-            THREAD_TOTALS_SQL, {"thread": thread_id}
-        ).fetchone()
-        return ThreadPrune(thread_id, checkpoints, writes, size, thread_deleted=True)
-    deleted = delete_thread(saver, thread_id)
+def _delete_whole_thread(database: Database, thread_id: str, dry_run: bool) -> ThreadPrune:
+    removal: Removal = database.remove(thread_id, None, dry_run=dry_run)
+    if not removal.checkpoints and not removal.writes:
+        raise UsageError(f"thread {thread_id} does not exist; see `threads list`")
     return ThreadPrune(
-        thread_id, deleted.checkpoints, deleted.writes, deleted.bytes_freed, thread_deleted=True
+        thread_id, removal.checkpoints, removal.writes, removal.bytes, thread_deleted=True
     )
-
-
-@contextlib.contextmanager
-def _one_transaction(saver: SqliteSaver) -> Iterator[None]:
-    """Take the database write lock now (BEGIN IMMEDIATE) and commit everything or nothing."""
-    with saver.lock:
-        saver.conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-        except BaseException:
-            saver.conn.rollback()
-            raise
-        saver.conn.commit()
-
-
-def _json_object(text: str | None) -> dict:
-    try:
-        value = json.loads(text or "{}")
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-def _file_bytes(db_path: Path) -> int:
-    paths = (db_path, db_path.with_name(db_path.name + "-wal"))
-    return sum(path.stat().st_size for path in paths if path.exists())
-
-
-def _database_path(connection: sqlite3.Connection) -> Path:
-    rows = connection.execute("PRAGMA database_list").fetchall()
-    return Path(next((file for _, name, file in rows if name == "main"), "") or ":memory:")

@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 from langchain_core.messages import AnyMessage, ToolMessage
 
 from app.config import Settings
+from app.db.location import DatabaseLocation
 from app.errors import UsageError
 from app.store import THREAD_ID, connect, database_error
 from graphs.messages import current_turn
@@ -67,14 +68,40 @@ def memory_user(settings: Settings) -> str:
 
 @contextlib.contextmanager
 def open_memory(settings: Settings) -> Iterator[MemoryStore]:
-    """The long-term memory in the checkpoint database file (its own tables, its own connection)."""
-    connection = connect(settings.db, settings.busy_timeout)
+    """The long-term memory in the checkpoint database (its own tables, its own connection)."""
+    location = settings.database
+    if location.is_postgres:
+        with _open_postgres_memory(location) as memory:
+            yield memory
+        return
+    assert location.path is not None
+    connection = connect(location.path, settings.busy_timeout)
     try:
         connection.isolation_level = None  # SqliteStore opens its own transactions
         try:
             memory = MemoryStore(connection)
         except sqlite3.DatabaseError as exc:
-            raise database_error(settings.db, exc) from exc
+            raise database_error(location.path, exc) from exc
+        yield memory
+    finally:
+        connection.close()
+
+
+@contextlib.contextmanager
+def _open_postgres_memory(location: DatabaseLocation) -> Iterator[MemoryStore]:
+    import psycopg
+
+    from app.db.pg_connect import connect as connect_postgres
+    from app.db.pg_connect import connection_error
+    from app.db.pg_setup import setup_lock
+
+    connection = connect_postgres(location)
+    try:
+        try:
+            with setup_lock(connection):  # the store's first migrations, one process at a time
+                memory = MemoryStore(connection)
+        except psycopg.Error as exc:
+            raise connection_error(location, exc) from None
         yield memory
     finally:
         connection.close()

@@ -17,7 +17,7 @@ from app.errors import AppError, UsageError
 from app.memory import memory_user, open_memory
 from app.models.offline import OFFLINE_NOTICE
 from app.render import ConsoleRenderer
-from app.store import open_checkpointer
+from app.store import database_of, open_checkpointer
 
 HELP = """\
 Type a message and press Enter. Esc then Enter inserts a newline.
@@ -123,7 +123,7 @@ class Repl:
         resumed = f"{turns} earlier turn(s)" if turns else "new thread"
         self.err.print(
             f"[bold]Waypoint[/bold] · thread [cyan]{self.session.thread_id}[/cyan] ({resumed}) · "
-            f"db {self.settings.db}"
+            f"db {self.settings.database.label}"
         )
         self.err.print(
             f"[dim]model: {model_notice(self.settings.model_spec)} · /help for commands[/dim]"
@@ -191,14 +191,14 @@ class Repl:
         from app.timetravel import CheckpointIndex, turn_history
 
         thread = self.session.thread_id
-        index = CheckpointIndex(self.saver.conn, thread)
+        index = CheckpointIndex(database_of(self.saver), thread)
         self.out.print(history_table(thread, turn_history(self.session.graph, index)))
 
     def _threads(self) -> None:
         from app.cli import threads_table
         from app.threads import list_threads
 
-        self.out.print(threads_table(list_threads(self.saver.conn)))
+        self.out.print(threads_table(list_threads(database_of(self.saver))))
 
     def _new(self) -> None:
         session = self.session
@@ -214,18 +214,18 @@ class Repl:
 
     def _rollback(self, *, turns: int | None, checkpoint: str | None) -> None:
         from app.cli_time import OpenThread, do_rollback, print_rollback
-        from app.store import ThreadLock
+        from app.store import lock_thread
         from app.timetravel import CheckpointIndex
 
         if turns is None and checkpoint is None:
             raise UsageError("usage: /rewind CHECKPOINT_ID (ids are in /history)")
         thread = self.session.thread_id
-        with ThreadLock(self.settings.db, thread):
+        with lock_thread(self.settings.db, thread):
             opened = OpenThread(
                 self.settings,
                 self.saver,
                 self.session.graph,
-                CheckpointIndex(self.saver.conn, thread),
+                CheckpointIndex(database_of(self.saver), thread),
             )
             report = do_rollback(opened, turns, checkpoint, keep_files=False, force=False)
         print_rollback(report)

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import sqlite3
 import uuid
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StateSnapshot
 
+from app.db.base import Database
 from app.errors import ConfigError
 from graphs.state import unreadable_reason
 
@@ -31,42 +30,22 @@ class ThreadSummary:
         return asdict(self)
 
 
-LIST_THREADS_SQL = """
-SELECT thread_id,
-       COUNT(*) AS checkpoints,
-       MAX(checkpoint_id) AS last_checkpoint,
-       MAX(CAST(json_extract(CAST(metadata AS TEXT), '$.turn') AS INTEGER)) AS turns,
-       (SELECT json_extract(CAST(first.metadata AS TEXT), '$.preview') FROM checkpoints AS first
-         WHERE first.thread_id = c.thread_id AND first.checkpoint_ns = ''
-         ORDER BY first.checkpoint_id LIMIT 1) AS title
-FROM checkpoints AS c
-WHERE checkpoint_ns = ''
-GROUP BY thread_id
-ORDER BY last_checkpoint DESC
-"""
-
-
-def list_threads(
-    connection: sqlite3.Connection, db_path: Path | None = None
-) -> list[ThreadSummary]:
+def list_threads(database: Database, *, with_writers: bool = True) -> list[ThreadSummary]:
     """Every thread, newest first, read from checkpoint metadata without deserialising state; with
-    `db_path`, threads whose writer died mid-run are marked interrupted."""
-    from app.maintenance import thread_sizes
-    from app.store import dead_writer
-
-    sizes = thread_sizes(connection)
-    rows = connection.execute(LIST_THREADS_SQL).fetchall()
+    `with_writers`, threads whose writer died mid-run are marked interrupted."""
+    sizes = database.thread_sizes()
+    dead = database.dead_writers() if with_writers else {}
     return [
         ThreadSummary(
-            thread_id,
-            title or "",
-            turns or 0,
-            checkpoints,
-            checkpoint_time(last),
-            size_bytes=sizes.get(thread_id, 0),
-            interrupted=db_path is not None and dead_writer(db_path, thread_id) is not None,
+            row.thread_id,
+            row.title or "",
+            row.turns or 0,
+            row.checkpoints,
+            checkpoint_time(row.last_checkpoint),
+            size_bytes=sizes.get(row.thread_id, 0),
+            interrupted=row.thread_id in dead,
         )
-        for thread_id, checkpoints, last, turns, title in rows
+        for row in database.thread_rows()
     ]
 
 
@@ -98,8 +77,5 @@ def unreadable(thread_id: str, checkpoint: str | None, reason: str) -> ConfigErr
     )
 
 
-def thread_exists(connection: sqlite3.Connection, thread_id: str) -> bool:
-    row = connection.execute(
-        "SELECT 1 FROM checkpoints WHERE thread_id = ? LIMIT 1", (thread_id,)
-    ).fetchone()
-    return row is not None
+def thread_exists(database: Database, thread_id: str) -> bool:
+    return database.thread_exists(thread_id)

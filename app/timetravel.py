@@ -6,8 +6,6 @@ actually shows or restores are deserialised. Every id is validated before anythi
 
 from __future__ import annotations
 
-import json
-import sqlite3
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -15,8 +13,9 @@ from langchain_core.messages import AIMessage, AnyMessage
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StateSnapshot
 
+from app.db.base import CheckpointRecord, Database
 from app.errors import UsageError
-from app.threads import checkpoint_time, load_state, thread_exists, unreadable
+from app.threads import checkpoint_time, load_state, unreadable
 from app.workspace_sync import WorkspaceReport, restore_workspace
 from graphs.messages import current_turn
 from graphs.state import unreadable_reason
@@ -56,17 +55,13 @@ class CheckpointRow:
 class CheckpointIndex:
     """Every checkpoint of one thread (root namespace) with its parent, turn and writer node."""
 
-    def __init__(self, connection: sqlite3.Connection, thread_id: str) -> None:
-        if not thread_exists(connection, thread_id):
+    def __init__(self, database: Database, thread_id: str) -> None:
+        if not database.thread_exists(thread_id):
             raise UsageError(f"thread {thread_id} does not exist; see `threads list`")
         self.thread_id = thread_id
-        writers = _writer_nodes(connection, thread_id)
-        rows = connection.execute(
-            "SELECT checkpoint_id, parent_checkpoint_id, CAST(metadata AS TEXT) FROM checkpoints "
-            "WHERE thread_id = ? AND checkpoint_ns = '' ORDER BY checkpoint_id",
-            (thread_id,),
-        ).fetchall()
-        self.rows = _inherit_turns([_row(cid, parent, meta, writers) for cid, parent, meta in rows])
+        writers = _writer_nodes(database, thread_id)
+        records = database.checkpoint_records(thread_id)
+        self.rows = _inherit_turns([_row(record, writers) for record in records])
         self.by_id = {row.checkpoint_id: row for row in self.rows}
 
     @property
@@ -120,11 +115,11 @@ class CheckpointIndex:
         return rows[-1]
 
 
-def _row(cid: str, parent: str | None, meta: str, writers: dict[str, str]) -> CheckpointRow:
-    metadata = json.loads(meta or "{}")
+def _row(record: CheckpointRecord, writers: dict[str, str]) -> CheckpointRow:
+    metadata, parent = record.metadata, record.parent_id
     node = writers.get(parent or "", "") if metadata.get("source") == "loop" else ""
     return CheckpointRow(
-        checkpoint_id=cid,
+        checkpoint_id=record.checkpoint_id,
         parent_id=parent,
         step=int(metadata.get("step", 0)),
         source=str(metadata.get("source", "")),
@@ -163,15 +158,10 @@ def _note(metadata: dict) -> str:
     return "closed: " + str(metadata["closed"]) if "closed" in metadata else ""
 
 
-def _writer_nodes(connection: sqlite3.Connection, thread_id: str) -> dict[str, str]:
+def _writer_nodes(database: Database, thread_id: str) -> dict[str, str]:
     """checkpoint id → the node whose writes, stored under it, produced its child checkpoint."""
-    rows = connection.execute(
-        "SELECT checkpoint_id, task_path FROM writes WHERE thread_id = ? AND checkpoint_ns = '' "
-        "GROUP BY checkpoint_id, task_path",
-        (thread_id,),
-    ).fetchall()
     writers: dict[str, str] = {}
-    for checkpoint_id, task_path in rows:
+    for checkpoint_id, task_path in sorted(database.writer_paths(thread_id)):
         name = task_path.rsplit(",", 1)[-1].strip()
         if name and name != "__start__":
             writers[checkpoint_id] = ", ".join(filter(None, [writers.get(checkpoint_id), name]))
@@ -303,13 +293,13 @@ def fork(
     index: CheckpointIndex,
     source: CheckpointRow,
     new_thread_id: str,
-    connection: sqlite3.Connection,
+    database: Database,
     *,
     workspace: Path | None,
     force: bool = False,
 ) -> WorkspaceReport:
     """A new thread whose state equals the source thread's state at `source`."""
-    if thread_exists(connection, new_thread_id):
+    if database.thread_exists(new_thread_id):
         raise UsageError(f"thread {new_thread_id} already exists; choose another --to")
     snapshot = state_at(graph, index.thread_id, source.checkpoint_id)
     values = {k: v for k, v in snapshot.values.items() if v is not None}

@@ -21,25 +21,25 @@ BASELINE_CHECKPOINTS_PER_TURN = 5
 
 def waypoint_threads(db_path: Path) -> list[Any]:
     from app.config import load_settings
-    from app.store import open_checkpointer
+    from app.store import open_database
     from app.threads import list_threads
 
     settings = load_settings(db=db_path)
-    with open_checkpointer(settings.db, settings.busy_timeout) as saver:
-        return list_threads(saver.conn, settings.db)
+    with open_database(settings.db, settings.busy_timeout) as database:
+        return list_threads(database)
 
 
 def waypoint_history(db_path: Path, thread_id: str) -> list[Any]:
     from app.config import load_settings
-    from app.store import open_checkpointer
+    from app.store import open_database
     from app.threads import load_state
     from app.timetravel import CheckpointIndex, turn_history
     from graphs.builder import build_graph
 
     settings = load_settings(db=db_path)
-    with open_checkpointer(settings.db, settings.busy_timeout) as saver:
-        index = CheckpointIndex(saver.conn, thread_id)
-        graph = build_graph(saver)
+    with open_database(settings.db, settings.busy_timeout) as database:
+        index = CheckpointIndex(database, thread_id)
+        graph = build_graph(database.saver)
         load_state(graph, thread_id)
         return turn_history(graph, index, FIRST_PAGE)
 

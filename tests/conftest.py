@@ -5,9 +5,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.pg_server import PostgresUnavailable, Server, session_server
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -40,3 +43,40 @@ def run_cli(
         timeout=timeout,
         env=env,
     )
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[Server]:
+    """One PostgreSQL server per session: WAYPOINT_TEST_PG_URL's, or a throwaway cluster. Missing
+    binaries skip the Postgres tests, unless WAYPOINT_REQUIRE_POSTGRES=1 (CI), which fails them."""
+    try:
+        context = session_server()
+        server = context.__enter__()
+    except (PostgresUnavailable, RuntimeError, OSError) as exc:
+        reason = f"PostgreSQL is not available: {exc}"
+        if os.environ.get("WAYPOINT_REQUIRE_POSTGRES") == "1":
+            pytest.fail(f"{reason} (WAYPOINT_REQUIRE_POSTGRES=1)")
+        pytest.skip(reason)
+    try:
+        yield server
+    finally:
+        context.__exit__(None, None, None)
+
+
+@pytest.fixture
+def pg_url(pg_server: Server, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A fresh, empty PostgreSQL database for this test, also set as APP_DB."""
+    url = pg_server.new_database()
+    monkeypatch.setenv("APP_DB", url)
+    try:
+        yield url
+    finally:
+        pg_server.drop_database(url)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def database(request: pytest.FixtureRequest, db_path: Path) -> str:
+    """The test's --db value (also APP_DB): a SQLite file path, or a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        return str(db_path)
+    return request.getfixturevalue("pg_url")

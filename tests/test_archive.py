@@ -20,8 +20,7 @@ from app.archive import export_markdown, export_thread, import_thread, read_expo
 from app.config import load_settings
 from app.errors import UsageError
 from app.models.offline import OfflineChatModel
-from app.store import open_checkpointer
-from app.threads import thread_exists
+from app.store import open_checkpointer, open_database
 from graphs.builder import build_graph
 from graphs.messages import new_message_id
 from graphs.state import AgentContext, turn_input
@@ -99,21 +98,23 @@ def stored_rows(db: Path, thread: str) -> tuple[list, list]:
 def thread_is_absent(db: Path, thread: str) -> bool:
     with sqlite3.connect(db) as connection:
         return (
-            not thread_exists(connection, thread)
+            not connection.execute(
+                "SELECT 1 FROM checkpoints WHERE thread_id = ?", (thread,)
+            ).fetchone()
             and not connection.execute(
                 "SELECT 1 FROM writes WHERE thread_id = ?", (thread,)
             ).fetchone()
         )
 
 
-def exported(db: Path, thread: str = "src") -> dict:
-    with open_checkpointer(db) as saver:
-        return export_thread(saver, thread)
+def exported(db: Path | str, thread: str = "src") -> dict:
+    with open_database(db) as database:
+        return export_thread(database, thread)
 
 
-def import_into(db: Path, data: dict, thread: str) -> archive.ImportReport:
-    with open_checkpointer(db) as saver:
-        return import_thread(saver, data, thread)
+def import_into(db: Path | str, data: dict, thread: str) -> archive.ImportReport:
+    with open_database(db) as database:
+        return import_thread(database, data, thread)
 
 
 # --- lossless round trips ----------------------------------------------------------------------
@@ -164,9 +165,10 @@ def test_export_is_plain_json_and_imports_after_a_text_round_trip(source: Path):
 
 
 def test_delta_snapshot_blobs_survive_the_round_trip(db_path: Path, tmp_path: Path):
-    with open_checkpointer(db_path) as saver:
+    with open_database(db_path) as database:
+        saver = database.saver
         run_turns(saver, db_path, "long", [f"what is {n} plus 1" for n in range(27)])
-        data = export_thread(saver, "long")
+        data = export_thread(database, "long")
         decoded = [
             saver.serde.loads_typed(
                 (c["checkpoint"]["type"], base64.b64decode(c["checkpoint"]["data"]))
@@ -205,11 +207,11 @@ def test_an_invalid_target_thread_id_is_refused(source: Path):
 
 
 def test_export_of_an_unknown_thread_names_it(source: Path):
-    with open_checkpointer(source) as saver:
+    with open_database(source) as database:
         with pytest.raises(UsageError, match="thread nope does not exist"):
-            export_thread(saver, "nope")
+            export_thread(database, "nope")
         with pytest.raises(UsageError, match="thread nope does not exist"):
-            export_markdown(saver, "nope")
+            export_markdown(database, "nope")
 
 
 def _truncate_base64(data: dict) -> None:
@@ -309,7 +311,8 @@ def test_a_tampered_export_runs_no_code_and_is_not_imported(
 
 def test_a_failure_midway_leaves_no_partial_thread(source: Path, monkeypatch: pytest.MonkeyPatch):
     data = exported(source)
-    with open_checkpointer(source) as saver:
+    with open_database(source) as database:
+        saver = database.saver
         calls = []
         real_put_writes = saver.put_writes
 
@@ -321,7 +324,7 @@ def test_a_failure_midway_leaves_no_partial_thread(source: Path, monkeypatch: py
 
         monkeypatch.setattr(saver, "put_writes", failing_put_writes)
         with pytest.raises(sqlite3.OperationalError):
-            import_thread(saver, data, "copy")
+            import_thread(database, data, "copy")
     assert len(calls) == 6
     assert thread_is_absent(source, "copy")
 
@@ -365,8 +368,8 @@ def test_read_export_file_refuses_a_directory(tmp_path: Path):
 
 
 def test_markdown_transcript_shows_the_head_turns_tools_and_answers(source: Path):
-    with open_checkpointer(source) as saver:
-        text = export_markdown(saver, "src")
+    with open_database(source) as database:
+        text = export_markdown(database, "src")
     lines = text.splitlines()
     assert lines[0] == "# Waypoint thread `src`"
     expected_in_order = [

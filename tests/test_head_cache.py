@@ -32,7 +32,9 @@ def session_on(saver, thread: str, script: list, approval: str = "auto") -> Chat
 def test_the_streamed_head_equals_a_full_load():
     with open_checkpointer(load_settings().db) as saver:
         session = session_on(
-            saver, "t", [AIMessage("", tool_calls=[call("calculator", {"expression": "6*7"})]), "42"]
+            saver,
+            "t",
+            [AIMessage("", tool_calls=[call("calculator", {"expression": "6*7"})]), "42"],
         )
         session.run_turn("what is 6 times 7", JsonlRenderer(_Sink()))
         cached, loaded = session.head.load(), load_state(session.graph, "t")

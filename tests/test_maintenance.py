@@ -19,10 +19,11 @@ from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 
+from app.db.base import Database
 from app.errors import UsageError
 from app.maintenance import PruneReport, delete_thread, prune, thread_sizes, vacuum
 from app.models.offline import OfflineChatModel
-from app.store import ThreadLock, open_checkpointer
+from app.store import ThreadLock, open_database
 from app.threads import list_threads
 from graphs.builder import build_graph
 from graphs.state import AgentContext, turn_input
@@ -81,7 +82,8 @@ def template_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("template")
     db = root / "agent.sqlite"
     context = AgentContext(model=OfflineChatModel(), tools=default_tools(root / "workspace"))
-    with open_checkpointer(db) as saver:
+    with open_database(db) as database:
+        saver = database.saver
         graph = build_graph(saver)
         run_turns(graph, "long", 60, context)
         roll_back_to_end_of_turn(graph, "long", 58)
@@ -160,14 +162,15 @@ def has_snapshot(saver: SqliteSaver, thread: str, cid: str, channel: str) -> boo
     return isinstance(values.get(channel), _DeltaSnapshot)
 
 
-def prune_db(saver: SqliteSaver, db: Path, **options) -> PruneReport:
+def prune_db(database: Database, **options) -> PruneReport:
     options = {"keep_last_turns": None, "older_than_days": None, "dry_run": False, **options}
-    return prune(saver, db_path=db, **options)
+    return prune(database, **options)
 
 
 def test_thread_sizes_count_checkpoint_metadata_and_write_bytes(db: Path):
+    with open_database(db) as database:
+        sizes = thread_sizes(database)
     with sqlite3.connect(db) as connection:
-        sizes = thread_sizes(connection)
         expected = {}
         for thread, checkpoint, metadata in connection.execute(
             "SELECT thread_id, checkpoint, metadata FROM checkpoints"
@@ -190,8 +193,9 @@ def test_thread_sizes_is_fast_over_a_thousand_threads(db: Path):
                 f"INSERT INTO {table} (thread_id, {others}) "
                 f"SELECT 'copy-' || i, {others} FROM n, {table} WHERE thread_id = 'short'"
             )
+    with open_database(db) as database:
         started = time.perf_counter()
-        sizes = thread_sizes(connection)
+        sizes = thread_sizes(database)
         elapsed = time.perf_counter() - started
     assert len(sizes) == 1003
     assert {sizes[f"copy-{i}"] for i in range(1, 1001)} == {sizes["short"]}
@@ -199,14 +203,15 @@ def test_thread_sizes_is_fast_over_a_thousand_threads(db: Path):
 
 
 def test_delete_thread_removes_its_rows_only(db: Path):
-    with open_checkpointer(db) as saver:
+    with open_database(db) as database:
+        saver = database.saver
         other_checkpoints = rows(saver.conn, "checkpoints", "thread_id != 'long'")
         other_writes = rows(saver.conn, "writes", "thread_id != 'long'")
         checkpoints = len(checkpoint_ids(saver.conn, "long"))
         writes = len(rows(saver.conn, "writes", "thread_id = 'long'"))
-        size = thread_sizes(saver.conn)["long"]
+        size = thread_sizes(database)["long"]
 
-        report = delete_thread(saver, "long")
+        report = delete_thread(database, "long")
 
         assert (report.checkpoints, report.writes, report.bytes_freed) == (
             checkpoints,
@@ -214,23 +219,24 @@ def test_delete_thread_removes_its_rows_only(db: Path):
             size,
         )
         assert checkpoints > 300 and writes > 1000
-        assert [t.thread_id for t in list_threads(saver.conn)] == ["small", "short"]
+        assert [t.thread_id for t in list_threads(database)] == ["small", "short"]
         assert rows(saver.conn, "writes", "thread_id = 'long'") == set()
         assert rows(saver.conn, "checkpoints", "thread_id != 'long'") == other_checkpoints
         assert rows(saver.conn, "writes", "thread_id != 'long'") == other_writes
         with pytest.raises(UsageError, match="thread long does not exist"):
-            delete_thread(saver, "long")
+            delete_thread(database, "long")
 
 
 def test_prune_keeps_last_turns_of_a_waypoint_thread_loadable_and_deletes_the_rest(db: Path):
-    with open_checkpointer(db) as saver:
+    with open_database(db) as database:
+        saver = database.saver
         graph = build_graph(saver)
         before_ids = checkpoint_ids(saver.conn, "long")
         before = states(graph, "long", before_ids)
         kept = set(last_turns_range(saver.conn, "long", 2))
         expected = down_to_snapshot(saver, "long", 2, "messages")
 
-        report = prune_db(saver, db, keep_last_turns=2)
+        report = prune_db(database, keep_last_turns=2)
 
         after_ids = checkpoint_ids(saver.conn, "long")
         assert kept <= after_ids
@@ -259,13 +265,14 @@ def test_prune_keeps_last_turns_of_a_waypoint_thread_loadable_and_deletes_the_re
 
 
 def test_prune_with_frequent_snapshots_keeps_kept_checkpoints_identical(db: Path):
-    with open_checkpointer(db) as saver:
+    with open_database(db) as database:
+        saver = database.saver
         graph = build_small_graph(saver)
         before_ids = checkpoint_ids(saver.conn, "small")
         before = states(graph, "small", before_ids)
         expected = down_to_snapshot(saver, "small", 3, "items")
 
-        prune_db(saver, db, keep_last_turns=3)
+        prune_db(database, keep_last_turns=3)
 
         after_ids = checkpoint_ids(saver.conn, "small")
         assert after_ids == expected
@@ -276,7 +283,8 @@ def test_prune_with_frequent_snapshots_keeps_kept_checkpoints_identical(db: Path
 
 
 def test_prune_deletes_abandoned_branches_even_without_snapshots(db: Path):
-    with open_checkpointer(db) as saver:
+    with open_database(db) as database:
+        saver = database.saver
         graph = build_graph(saver)
         branch = {cid for cid, _ in branch_of_head(saver.conn, "short")}
         before_ids = checkpoint_ids(saver.conn, "short")
@@ -286,7 +294,7 @@ def test_prune_deletes_abandoned_branches_even_without_snapshots(db: Path):
         abandoned_writes = {w for w in abandoned_writes if w[2] in abandoned}
         assert len(abandoned) >= 10 and abandoned_writes
 
-        report = prune_db(saver, db, keep_last_turns=1)
+        report = prune_db(database, keep_last_turns=1)
 
         # no snapshot anywhere: the last turn needs its whole branch back to the root
         assert checkpoint_ids(saver.conn, "short") == branch
@@ -301,15 +309,16 @@ def test_prune_deletes_abandoned_branches_even_without_snapshots(db: Path):
 
 
 def test_dry_run_deletes_nothing_and_reports_what_a_real_run_deletes(db: Path):
-    with open_checkpointer(db) as saver:
+    with open_database(db) as database:
+        saver = database.saver
         everything = (rows(saver.conn, "checkpoints"), rows(saver.conn, "writes"))
-        stored = sum(thread_sizes(saver.conn).values())
+        stored = sum(thread_sizes(database).values())
 
-        dry = prune_db(saver, db, keep_last_turns=2, dry_run=True)
+        dry = prune_db(database, keep_last_turns=2, dry_run=True)
 
         assert (rows(saver.conn, "checkpoints"), rows(saver.conn, "writes")) == everything
-        real = prune_db(saver, db, keep_last_turns=2)
-        assert sum(thread_sizes(saver.conn).values()) == stored - real.bytes_freed
+        real = prune_db(database, keep_last_turns=2)
+        assert sum(thread_sizes(database).values()) == stored - real.bytes_freed
     assert dry.dry_run and not real.dry_run
     assert dry.threads == real.threads
     assert {t.thread_id for t in real.threads} == {"long", "short", "small"}
@@ -344,36 +353,38 @@ def test_older_than_deletes_only_threads_idle_for_longer(db: Path):
     age_thread(db, "long", 20)
     age_thread(db, "short", 10)
     in_15_days = datetime.now(UTC) + timedelta(days=15)
-    with open_checkpointer(db) as saver:
-        size = thread_sizes(saver.conn)["long"]
+    with open_database(db) as database:
+        saver = database.saver
+        size = thread_sizes(database)["long"]
         small = rows(saver.conn, "checkpoints", "thread_id != 'long'")
 
-        report = prune_db(saver, db, older_than_days=30, now=in_15_days)
+        report = prune_db(database, older_than_days=30, now=in_15_days)
 
-        assert [t.thread_id for t in list_threads(saver.conn)] == ["small", "short"]
+        assert [t.thread_id for t in list_threads(database)] == ["small", "short"]
         assert rows(saver.conn, "checkpoints", "thread_id != 'long'") == small
         assert rows(saver.conn, "writes", "thread_id = 'long'") == set()
         assert report.threads_deleted == 1
         assert (report.threads[0].thread_id, report.bytes_freed) == ("long", size)
 
-        report = prune_db(saver, db, older_than_days=20, now=in_15_days)
+        report = prune_db(database, older_than_days=20, now=in_15_days)
         assert [t.thread_id for t in report.threads] == ["short"]
-        assert [t.thread_id for t in list_threads(saver.conn)] == ["small"]
+        assert [t.thread_id for t in list_threads(database)] == ["small"]
 
 
 def test_a_thread_being_written_is_skipped(db: Path):
     age_thread(db, "short", 10)
-    with open_checkpointer(db) as saver:
+    with open_database(db) as database:
+        saver = database.saver
         everything = rows(saver.conn, "checkpoints", "thread_id IN ('long', 'short')")
         with ThreadLock(db, "long"), ThreadLock(db, "short"):
-            report = prune_db(saver, db, keep_last_turns=1, older_than_days=5)
+            report = prune_db(database, keep_last_turns=1, older_than_days=5)
         assert rows(saver.conn, "checkpoints", "thread_id IN ('long', 'short')") == everything
         assert [(s.thread_id, s.reason.split(":")[0]) for s in report.skipped] == [
             ("long", "busy"),
             ("short", "busy"),
         ]
         assert [t.thread_id for t in report.threads] == ["small"]
-        report = prune_db(saver, db, keep_last_turns=1, older_than_days=5)
+        report = prune_db(database, keep_last_turns=1, older_than_days=5)
     assert report.skipped == []
     assert {(t.thread_id, t.thread_deleted) for t in report.threads} == {
         ("long", False),
@@ -382,7 +393,8 @@ def test_a_thread_being_written_is_skipped(db: Path):
 
 
 def test_a_thread_with_an_unreadable_checkpoint_is_left_alone(db: Path):
-    with open_checkpointer(db) as saver:
+    with open_database(db) as database:
+        saver = database.saver
         root = min(checkpoint_ids(saver.conn, "short"))
         saver.conn.execute(
             "UPDATE checkpoints SET checkpoint = x'c1c1c1' WHERE checkpoint_id = ?", (root,)
@@ -390,7 +402,7 @@ def test_a_thread_with_an_unreadable_checkpoint_is_left_alone(db: Path):
         saver.conn.commit()
         short = rows(saver.conn, "checkpoints", "thread_id = 'short'")
 
-        report = prune_db(saver, db, keep_last_turns=1)
+        report = prune_db(database, keep_last_turns=1)
 
         assert rows(saver.conn, "checkpoints", "thread_id = 'short'") == short
         assert [(s.thread_id, s.reason) for s in report.skipped] == [
@@ -400,34 +412,36 @@ def test_a_thread_with_an_unreadable_checkpoint_is_left_alone(db: Path):
 
 
 def test_a_failed_delete_leaves_the_thread_whole(db: Path):
-    with open_checkpointer(db) as saver:
+    with open_database(db) as database:
+        saver = database.saver
         everything = (rows(saver.conn, "checkpoints"), rows(saver.conn, "writes"))
         saver.conn.execute(
             "CREATE TRIGGER fail BEFORE DELETE ON writes BEGIN SELECT RAISE(ABORT, 'disk'); END"
         )
         with pytest.raises(sqlite3.IntegrityError, match="disk"):
-            prune_db(saver, db, keep_last_turns=1)
+            prune_db(database, keep_last_turns=1)
         with pytest.raises(sqlite3.IntegrityError, match="disk"):
-            delete_thread(saver, "long")
+            delete_thread(database, "long")
         assert (rows(saver.conn, "checkpoints"), rows(saver.conn, "writes")) == everything
 
 
 def test_prune_needs_something_to_do():
     with pytest.raises(UsageError, match="nothing to prune"):
-        prune(None, db_path=Path("x"), keep_last_turns=None, older_than_days=None, dry_run=True)
+        prune(None, keep_last_turns=None, older_than_days=None, dry_run=True)
     with pytest.raises(UsageError, match="at least 1"):
-        prune(None, db_path=Path("x"), keep_last_turns=0, older_than_days=None, dry_run=True)
+        prune(None, keep_last_turns=0, older_than_days=None, dry_run=True)
 
 
 def test_vacuum_gives_the_space_of_a_big_delete_back(db: Path):
-    with open_checkpointer(db) as saver:
+    with open_database(db) as database:
+        saver = database.saver
         graph = build_graph(saver)
         short = states(graph, "short", checkpoint_ids(saver.conn, "short"))
-        delete_thread(saver, "long")
+        delete_thread(database, "long")
         wal = db.with_name(db.name + "-wal")
         on_disk = db.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
 
-        report = vacuum(db, saver.conn)
+        report = vacuum(database)
 
         assert report.bytes_before == on_disk
         assert report.bytes_after == db.stat().st_size + (wal.stat().st_size if wal.exists() else 0)

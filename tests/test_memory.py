@@ -36,6 +36,7 @@ from app.store import open_checkpointer
 from graphs.builder import build_graph, recursion_limit
 from graphs.state import AgentContext, turn_input
 from tests.conftest import REPO
+from tests.db_helpers import execute
 from tests.fakes import ScriptedChatModel, ai_calls, call
 from tools.errors import ToolError, ToolInputError, ToolLimitError
 from tools.memory import MAX_FACT_CHARS, MemoryStore, make_memory_tools
@@ -51,8 +52,9 @@ MEMORY_CLI = "import app.cli_memory; from app.__main__ import main; main()"
 
 
 @pytest.fixture
-def memory(db_path: Path) -> Iterator[MemoryStore]:
-    with MemoryStore.open(db_path) as store:
+def memory(database: str) -> Iterator[MemoryStore]:
+    """The memory in the test's database: SQLite (FTS5 index) or PostgreSQL (terms index)."""
+    with MemoryStore.open(database) as store:
         yield store
 
 
@@ -210,14 +212,16 @@ def test_fact_limits_are_errors_the_model_can_act_on(memory: MemoryStore):
     assert memory.list("alice") == []
 
 
-def test_an_index_row_orphaned_by_a_crash_is_ignored(memory: MemoryStore, db_path: Path):
+def test_an_index_row_orphaned_by_a_crash_is_ignored(memory: MemoryStore, database: str):
     memory.remember("alice", "The user's favourite colour is teal")
     # A crash between writing the index row and the item leaves a row without an item.
-    with sqlite3.connect(db_path) as conn:
-        conn.execute(
-            "INSERT INTO memory_fts(rowid, terms, kind, user, key) "
-            "VALUES (42, 'favourite colour red', 'memories', 'alice', 'ghost')"
-        )
+    execute(
+        database,
+        "INSERT INTO memory_fts(rowid, terms, kind, user, key) "
+        "VALUES (42, 'favourite colour red', 'memories', 'alice', 'ghost')",
+        "INSERT INTO memory_terms(rowid, terms, kind, user_label, key) "
+        "VALUES (42, ARRAY['favourite', 'colour', 'red'], 'memories', 'alice', 'ghost')",
+    )
     assert texts(memory.recall("alice", "favourite colour")) == [
         "The user's favourite colour is teal"
     ]

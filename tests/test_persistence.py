@@ -1,4 +1,5 @@
-"""Threads survive processes, crashes and concurrent writers; tampered or damaged databases are refused."""
+"""Threads survive processes, crashes and concurrent writers; tampered or damaged databases are refused.
+The tests taking `database` run on SQLite and on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from app.chat import ChatSession, make_context
 from app.config import load_settings
 from app.store import open_checkpointer
 from tests.conftest import REPO, run_cli
+from tests.db_helpers import execute
 from tests.fakes import ScriptedChatModel
 
 SLOW_TURN = REPO / "tests" / "scripts" / "slow_turn.py"
@@ -46,7 +48,7 @@ def thread_messages(thread: str) -> list:
         return session.graph.get_state(session.config).values.get("messages", [])
 
 
-def test_a_fact_survives_a_process_restart():
+def test_a_fact_survives_a_process_restart(database: str):
     first = run_cli("chat", "--thread", "mem", "-m", "My name is Ada")
     assert first.returncode == 0, first.stderr.decode()
     second = run_cli("chat", "--thread", "mem", "-m", "What's my name?")
@@ -54,7 +56,7 @@ def test_a_fact_survives_a_process_restart():
     assert "Your name is Ada." in second.stdout.decode()
 
 
-def test_kill_9_during_tools_then_a_new_turn_works_and_keeps_history(isolated: Path):
+def test_kill_9_during_tools_then_a_new_turn_works_and_keeps_history(isolated: Path, database: str):
     assert run_cli("chat", "-t", "crash", "-m", "what is 6 times 7").returncode == 0
     process = start_slow_turn("crash", isolated / "started", seconds=120)
     process.send_signal(signal.SIGKILL)
@@ -74,13 +76,15 @@ def test_kill_9_during_tools_then_a_new_turn_works_and_keeps_history(isolated: P
     assert any("6 * 7 = 42" in str(m.content) for m in messages if isinstance(m, AIMessage))
 
 
-def test_a_second_writer_on_the_same_thread_gets_the_busy_error_and_nothing_is_lost(isolated):
+def test_a_second_writer_on_the_same_thread_gets_the_busy_error_and_nothing_is_lost(
+    isolated: Path, database: str
+):
     process = start_slow_turn("shared", isolated / "started", seconds=4)
     busy = run_cli("chat", "-t", "shared", "-m", "what is 1 plus 1")
     stdout, stderr = process.communicate(timeout=60)
     assert process.returncode == 0, stderr.decode()
     assert busy.returncode == 2
-    assert f"thread shared is busy (pid {process.pid})" in busy.stderr.decode()
+    assert f"thread shared is busy (pid {process.pid}" in busy.stderr.decode()
 
     again = run_cli("chat", "-t", "shared", "-m", "what is 1 plus 1")
     assert again.returncode == 0
@@ -89,17 +93,19 @@ def test_a_second_writer_on_the_same_thread_gets_the_busy_error_and_nothing_is_l
     assert json.loads(stdout.splitlines()[-1])["answer"] == "all done"
 
 
-def test_a_tampered_checkpoint_blob_does_not_execute_code(isolated: Path, db_path: Path):
+def test_a_tampered_checkpoint_blob_does_not_execute_code(isolated: Path, database: str):
     assert run_cli("chat", "-t", "victim", "-m", "what is 6 times 7").returncode == 0
     marker = isolated / "pwned"
     payload = ormsgpack.packb(("os", "system", [f"touch {marker}"]))
     evil = ormsgpack.packb([ormsgpack.Ext(1, payload)])
-    with sqlite3.connect(db_path) as connection:
-        changed = connection.execute(
-            "UPDATE writes SET value = ?, type = 'msgpack' WHERE thread_id = 'victim' "
-            "AND channel = 'messages'",
-            (evil,),
-        ).rowcount
+    [(changed,)] = execute(
+        database,
+        "UPDATE writes SET value = ?, type = 'msgpack' WHERE thread_id = 'victim' "
+        "AND channel = 'messages'",
+        "UPDATE checkpoint_writes SET blob = %s, type = 'msgpack' WHERE thread_id = 'victim' "
+        "AND channel = 'messages'",
+        (evil,),
+    )
     assert changed > 0
 
     result = run_cli("chat", "-t", "victim", "-m", "what is 1 plus 1")

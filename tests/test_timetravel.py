@@ -1,11 +1,10 @@
 """Time travel from the command line: history views, show, rollback, replay, fork, diff, and the
-workspace files that follow the conversation."""
+workspace files that follow the conversation. Tests taking `database` run on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
 import io
 import json
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -14,9 +13,10 @@ from rich.console import Console
 from app.chat import ChatSession, make_context
 from app.config import load_settings
 from app.render import JsonlRenderer
-from app.store import open_checkpointer
+from app.store import open_checkpointer, open_database
 from app.timetravel import CheckpointIndex
 from tests.conftest import run_cli
+from tests.db_helpers import checkpoint_count
 
 
 def seed(thread: str, *messages: str) -> None:
@@ -30,8 +30,8 @@ def seed(thread: str, *messages: str) -> None:
 
 def index(thread: str) -> CheckpointIndex:
     settings = load_settings()
-    with open_checkpointer(settings.db) as saver:
-        return CheckpointIndex(saver.conn, thread)
+    with open_database(settings.db) as database:
+        return CheckpointIndex(database, thread)
 
 
 def turn_list(thread: str) -> list[dict]:
@@ -46,12 +46,7 @@ def head_messages(thread: str) -> list[dict]:
     return json.loads(result.stdout)["messages"]
 
 
-def checkpoint_count(db: Path) -> int:
-    with sqlite3.connect(db) as connection:
-        return connection.execute("SELECT COUNT(*) FROM checkpoints").fetchone()[0]
-
-
-def test_rollback_then_a_new_turn_keeps_both_branches():
+def test_rollback_then_a_new_turn_keeps_both_branches(database: str):
     seed("r", "what is 1 plus 1", "what is 2 plus 2", "what is 3 plus 3")
     result = run_cli("rollback", "-t", "r", "--turns", "2")
     assert result.returncode == 0, result.stderr.decode()
@@ -74,7 +69,7 @@ def test_rollback_then_a_new_turn_keeps_both_branches():
     assert {row["preview"] for row in abandoned} >= {"what is 2 plus 2", "what is 3 plus 3"}
 
 
-def test_a_rollback_can_itself_be_rolled_back():
+def test_a_rollback_can_itself_be_rolled_back(database: str):
     seed("rr", "what is 1 plus 1", "what is 2 plus 2")
     first = run_cli("rollback", "-t", "rr", "-n", "1")
     undo_hint = first.stderr.decode().split("undo this with: ")[1].split()
@@ -84,7 +79,9 @@ def test_a_rollback_can_itself_be_rolled_back():
     assert [m["content"] for m in head_messages("rr")][-1] == "2 + 2 = 4"
 
 
-def test_rollback_restores_workspace_files_and_does_not_clobber_edited_ones(isolated: Path):
+def test_rollback_restores_workspace_files_and_does_not_clobber_edited_ones(
+    isolated: Path, database: str
+):
     seed("w", "write 'v1' to a.txt", "write 'v2' to a.txt", "save 'hello' to b.txt")
     workspace = isolated / "workspace"
     assert (workspace / "a.txt").read_text() == "v2"
@@ -112,7 +109,7 @@ def test_keep_files_leaves_the_workspace_alone(isolated: Path):
     assert (isolated / "workspace" / "a.txt").read_text() == "v2"
 
 
-def test_fork_equals_the_source_then_diverges_independently():
+def test_fork_equals_the_source_then_diverges_independently(database: str):
     seed("src", "my name is Ada", "what is 2 plus 2", "what is 3 plus 3")
     turn_two = next(t for t in turn_list("src") if t["turn"] == 2)["checkpoint_id"]
     result = run_cli("fork", "-t", "src", "-c", turn_two, "--to", "copy")
@@ -128,7 +125,7 @@ def test_fork_equals_the_source_then_diverges_independently():
     assert run_cli("fork", "-t", "src", "--to", "copy").returncode == 2
 
 
-def test_replay_reruns_the_model_on_a_new_branch():
+def test_replay_reruns_the_model_on_a_new_branch(database: str):
     seed("p", "what is 6 times 7")
     every = json.loads(run_cli("history", "-t", "p", "--all", "--json").stdout)
     after_input = next(row for row in every if row["source"] == "loop" and row["step"] == 0)
@@ -165,7 +162,7 @@ def test_replay_of_a_finished_checkpoint_says_there_is_nothing_to_run():
     assert "ended its turn, so there is nothing to re-run" in result.stderr.decode()
 
 
-def test_diff_lists_added_messages_and_counter_changes():
+def test_diff_lists_added_messages_and_counter_changes(database: str):
     seed("d", "what is 1 plus 1", "what is 2 plus 2")
     turns = turn_list("d")
     result = run_cli(
@@ -207,15 +204,15 @@ def test_show_renders_the_conversation_like_the_chat():
 )
 def test_unknown_ids_give_clear_errors_and_write_nothing(db_path: Path, args, message):
     seed("x", "what is 1 plus 1")
-    before = checkpoint_count(db_path)
+    before = checkpoint_count(str(db_path))
     result = run_cli(*args)
     assert result.returncode == 2, result.stderr.decode()
     assert message in result.stderr.decode()
     assert "Traceback" not in result.stderr.decode()
-    assert checkpoint_count(db_path) == before
+    assert checkpoint_count(str(db_path)) == before
 
 
-def test_a_unique_part_of_a_checkpoint_id_is_enough():
+def test_a_unique_part_of_a_checkpoint_id_is_enough(database: str):
     seed("u", "what is 1 plus 1", "what is 2 plus 2")
     full = turn_list("u")[1]["checkpoint_id"]
     result = run_cli("rollback", "-t", "u", "-c", full[-12:])

@@ -1,5 +1,6 @@
-"""Long-term memory across threads: per-user facts (and experiences) in LangGraph's SqliteStore,
-ranked by BM25 over this module's own FTS5 table, `memory_fts`, kept in the same database file.
+"""Long-term memory across threads: per-user facts (and experiences) in LangGraph's SqliteStore or
+PostgresStore, ranked by BM25 over this module's own index (`tools.memory_index`: the FTS5 table
+`memory_fts`, or `memory_terms` in PostgreSQL), kept in the same database.
 
 Invariant: an index row is written before its item and deleted after it, so every stored item is
 searchable; a row orphaned by a crash in between is harmless, since results are read from the store.
@@ -28,6 +29,9 @@ from langgraph.store.sqlite import SqliteStore
 from pydantic import BaseModel, Field
 
 from tools.errors import ToolError, ToolInputError, ToolLimitError
+from tools.memory_index import Fts5Index, MemoryIndex, PostgresTermIndex
+
+POSTGRES_URL = ("postgresql://", "postgres://")
 
 Kind = Literal["memories", "experiences"]
 
@@ -62,11 +66,6 @@ _CJK_RANGES = (
     (0x4E00, 0x9FFF),  # CJK Unified Ideographs
     (0xF900, 0xFAFF),  # CJK Compatibility Ideographs
     (0x20000, 0x2EBEF),  # CJK Extensions B-F
-)
-_INDEX_DDL = (
-    "CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5("
-    "terms, kind UNINDEXED, user UNINDEXED, key UNINDEXED, "
-    "tokenize = 'unicode61 remove_diacritics 2')"
 )
 
 
@@ -183,12 +182,6 @@ def _stem(word: str) -> str:
     return word
 
 
-def _fts_expression(terms: Sequence[str], operator: str) -> str:
-    # Terms are runs of letters, digits and marks only, so a double-quoted string is always one
-    # literal phrase: no FTS5 operator, column filter or quote can come from the user's text.
-    return f" {operator} ".join(f'"{term}"' for term in terms)
-
-
 def _rowid(kind: str, label: str, key: str) -> int:
     digest = hashlib.sha256(f"{kind}\x00{label}\x00{key}".encode()).digest()
     return int.from_bytes(digest[:8], "big") >> 1  # a positive 63-bit rowid, one per item
@@ -231,25 +224,47 @@ def _use_wal(connection: sqlite3.Connection, busy_timeout: float) -> None:
 
 class MemoryStore:
     """Per-user facts and experiences: items in a SqliteStore under ``(kind, user)``, searchable
-    through ``memory_fts``. Safe to share between threads (one connection, serialised)."""
+    through ``self.index``. Safe to share between threads (one connection, serialised)."""
 
-    def __init__(self, connection: sqlite3.Connection) -> None:
-        if connection.isolation_level is not None:
-            raise ValueError("MemoryStore needs an autocommit connection (isolation_level=None)")
-        self.store = SqliteStore(connection)
-        self._conn = connection
+    def __init__(self, connection: Any) -> None:
+        if isinstance(connection, sqlite3.Connection):
+            if connection.isolation_level is not None:
+                raise ValueError(
+                    "MemoryStore needs an autocommit connection (isolation_level=None)"
+                )
+            self.store: Any = SqliteStore(connection)
+            _setup_store(self.store)
+            self.index: MemoryIndex = Fts5Index(connection, self.store.lock)
+        else:  # a psycopg connection (autocommit, dict rows), as PostgresStore requires
+            from langgraph.store.postgres import PostgresStore
+
+            self.store = PostgresStore(connection)
+            self.index = PostgresTermIndex(connection, self.store.lock)
         # Serialises compound writes (check, index, put) within this process; across processes
         # identical facts map to identical keys and rowids, so racing writers converge.
         self._writing = threading.RLock()
-        _setup_store(self.store)
-        if self._create_index():
+        if not isinstance(connection, sqlite3.Connection):
+            self.store.setup()  # the opener serialises first runs across processes
+        self._create_index()
+
+    def _create_index(self) -> None:
+        if self.index.create():
             self.reindex()
 
     @classmethod
     @contextlib.contextmanager
-    def open(cls, path: Path, busy_timeout: float = 5.0) -> Iterator[MemoryStore]:
-        """A MemoryStore on its own connection to ``path`` (typically the checkpoint database)."""
-        connection = connect(path, busy_timeout)
+    def open(cls, path: Path | str, busy_timeout: float = 5.0) -> Iterator[MemoryStore]:
+        """A MemoryStore on its own connection to ``path`` (typically the checkpoint database),
+        or to the PostgreSQL database of a postgresql:// URL."""
+        if isinstance(path, str) and path.startswith(POSTGRES_URL):
+            import psycopg
+            from psycopg.rows import dict_row
+
+            connection: Any = psycopg.connect(
+                path, autocommit=True, prepare_threshold=0, row_factory=dict_row
+            )
+        else:
+            connection = connect(Path(path), busy_timeout)
         try:
             yield cls(connection)
         finally:
@@ -359,30 +374,19 @@ class MemoryStore:
         terms = query_terms(query, keep_stopwords_if_alone=keep_stopwords_if_alone)
         if not terms or limit < 1:
             return []
-        expression = _fts_expression(terms, "AND" if require_all else "OR")
-        with self.store.lock:
-            rows = self._conn.execute(
-                "SELECT key, bm25(memory_fts) FROM memory_fts "
-                "WHERE memory_fts MATCH ? AND kind = ? AND user = ? "
-                "ORDER BY bm25(memory_fts) LIMIT ?",
-                (expression, kind, label, limit + 8),  # a few spare for rows orphaned by a crash
-            ).fetchall()
+        # a few spare for rows orphaned by a crash
+        rows = self.index.search(kind, label, terms, require_all, limit + 8)
         scores = dict(rows)
         found = self.store.batch([GetOp((kind, label), key) for key in scores]) if scores else []
         hits = [
-            replace(_to_memory_item(item), score=-scores[item.key])  # FTS5 bm25: lower is better
+            replace(_to_memory_item(item), score=scores[item.key])
             for item in found
             if item is not None
         ]
         return hits[:limit]
 
     def count(self, kind: Kind, user: str) -> int:
-        with self.store.lock:
-            (count,) = self._conn.execute(
-                "SELECT count(*) FROM memory_fts WHERE kind = ? AND user = ?",
-                (kind, user_label(user)),
-            ).fetchone()
-        return count
+        return self.index.count(kind, user_label(user))
 
     def delete(self, kind: Kind, user: str, keys: Iterable[str]) -> int:
         """Delete these items (missing keys are ignored); returns how many existed."""
@@ -393,11 +397,7 @@ class MemoryStore:
         with self._writing:
             existing = [i for i in self.store.batch([GetOp((kind, label), k) for k in keys]) if i]
             self.store.batch([PutOp((kind, label), key, None) for key in keys])
-            with self.store.lock:
-                self._conn.execute(
-                    f"DELETE FROM memory_fts WHERE rowid IN ({','.join('?' * len(keys))})",
-                    [_rowid(kind, label, key) for key in keys],
-                )
+            self.index.delete([_rowid(kind, label, key) for key in keys])
         return len(existing)
 
     def prune(self, kind: Kind, user: str, keep: int) -> int:
@@ -418,36 +418,12 @@ class MemoryStore:
                         text = item.value.get("search_text") or item.value["text"]
                         rows.append(_index_row(kind, item.namespace[1], item.key, text))
                 offset += len(page)
-        with self.store.lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                self._conn.executemany(
-                    "INSERT OR REPLACE INTO memory_fts(rowid, terms, kind, user, key) "
-                    "VALUES (?, ?, ?, ?, ?)",
-                    rows,
-                )
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
+        if rows:
+            self.index.upsert(rows)
         return len(rows)
 
     def _index(self, kind: Kind, label: str, key: str, text: str) -> None:
-        with self.store.lock:
-            self._conn.execute(
-                "INSERT OR REPLACE INTO memory_fts(rowid, terms, kind, user, key) "
-                "VALUES (?, ?, ?, ?, ?)",
-                _index_row(kind, label, key, text),
-            )
-
-    def _create_index(self) -> bool:
-        """Create ``memory_fts`` if missing; True if it was (the caller then fills it)."""
-        with self.store.lock:
-            exists = self._conn.execute(
-                "SELECT 1 FROM sqlite_master WHERE name = 'memory_fts'"
-            ).fetchone()
-            self._conn.execute(_INDEX_DDL)
-        return exists is None
+        self.index.upsert([_index_row(kind, label, key, text)])
 
     # Defined last: inside the class body, `list` names this method from here on.
     def list(self, user: str, *, kind: Kind = "memories") -> builtins.list[MemoryItem]:
@@ -473,11 +449,16 @@ def _to_memory_item(item: Item) -> MemoryItem:
     return MemoryItem(
         key=item.key,
         text=text if isinstance(text, str) else str(text),
-        created_at=item.created_at,
-        updated_at=item.updated_at,
+        created_at=_naive_utc(item.created_at),
+        updated_at=_naive_utc(item.updated_at),
         saved_at=saved_at if isinstance(saved_at, int | float) else 0.0,
         fields=value,
     )
+
+
+def _naive_utc(moment: datetime) -> datetime:
+    """PostgresStore gives aware times, SqliteStore naive UTC ones: items carry naive UTC."""
+    return moment.astimezone(UTC).replace(tzinfo=None) if moment.tzinfo else moment
 
 
 def _utc_now() -> datetime:

@@ -1,0 +1,139 @@
+"""The checkpoint database as Waypoint's services see it: LangGraph's saver, plus the few reads and
+deletes Waypoint runs itself (listing, indexing, sizes, pruning), each written once per backend."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+from app.db.location import DatabaseLocation
+
+
+def strict_serializer() -> JsonPlusSerializer:
+    """Only LangGraph's safe types (messages, datetimes, …) may be revived from a checkpoint."""
+    return JsonPlusSerializer(allowed_msgpack_modules=None)
+
+
+@dataclass(frozen=True)
+class ThreadRow:
+    """One thread as `threads list` shows it, read from checkpoint metadata only."""
+
+    thread_id: str
+    checkpoints: int
+    last_checkpoint: str
+    turns: int | None
+    title: str | None
+
+
+@dataclass(frozen=True)
+class CheckpointRecord:
+    checkpoint_id: str
+    parent_id: str | None
+    metadata: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Removal:
+    """What deleting some checkpoints removed (or, in a dry run, would remove)."""
+
+    checkpoints: int
+    writes: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class SpaceReport:
+    bytes_before: int
+    bytes_after: int
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Health:
+    ok: bool
+    detail: str
+
+
+class UnreadableCheckpointError(Exception):
+    """A checkpoint whose stored channels cannot be read; prune leaves its thread alone."""
+
+
+# (delta channels a checkpoint has a version of, those whose value it stores itself)
+DeltaChannels = tuple[frozenset[str], frozenset[str]]
+
+
+class Database(ABC):
+    """One open checkpoint database. `saver` is LangGraph's; the methods are Waypoint's own SQL.
+    Only the root namespace (checkpoint_ns = '') is read, except where a method says otherwise."""
+
+    kind: ClassVar[str]
+
+    def __init__(self, location: DatabaseLocation, saver: BaseCheckpointSaver) -> None:
+        self.location = location
+        self.saver = saver
+
+    @property
+    def label(self) -> str:
+        """Where the database is, safe to print (a URL's password is masked)."""
+        return self.location.label
+
+    # reads ----------------------------------------------------------------------------------------
+
+    @abstractmethod
+    def thread_rows(self) -> list[ThreadRow]:
+        """Every thread, the most recently updated first."""
+
+    @abstractmethod
+    def thread_sizes(self) -> dict[str, int]:
+        """Bytes stored per thread (checkpoints, metadata, writes and any channel blobs)."""
+
+    @abstractmethod
+    def thread_exists(self, thread_id: str) -> bool: ...
+
+    @abstractmethod
+    def checkpoint_records(self, thread_id: str) -> list[CheckpointRecord]:
+        """The thread's checkpoints, oldest first."""
+
+    @abstractmethod
+    def writer_paths(self, thread_id: str) -> list[tuple[str, str]]:
+        """Distinct (checkpoint id, task_path) of the writes stored under each checkpoint."""
+
+    @abstractmethod
+    def write_order(self, thread_id: str) -> list[tuple[str, str, str, str, int]]:
+        """Every write as (checkpoint id, task id, channel, task_path, idx)."""
+
+    @abstractmethod
+    def thread_heads(self) -> list[tuple[str, str, bool]]:
+        """(thread id, newest checkpoint id, has subgraph checkpoints) for every thread, by id."""
+
+    @abstractmethod
+    def delta_reader(
+        self, thread_id: str, channels: Collection[str]
+    ) -> Callable[[str], DeltaChannels]:
+        """A function giving, per checkpoint id, which of `channels` it versions and which it
+        stores a value of (where LangGraph's delta walk stops). May raise
+        UnreadableCheckpointError."""
+
+    @abstractmethod
+    def health(self) -> Health:
+        """Integrity and size, for `doctor`."""
+
+    @abstractmethod
+    def dead_writers(self) -> dict[str, str]:
+        """Threads whose writer died mid-run (it left its mark and holds no lock) → that writer."""
+
+    # writes ---------------------------------------------------------------------------------------
+
+    @abstractmethod
+    def remove(self, thread_id: str, checkpoint_ids: list[str] | None, *, dry_run: bool) -> Removal:
+        """Delete these checkpoints with their writes (None: the whole thread), in one transaction;
+        with dry_run, only measure. The caller holds the thread's lock."""
+
+    @abstractmethod
+    def reclaim_space(self) -> SpaceReport:
+        """Return freed space to the system where the backend needs to be told (`threads vacuum`)."""

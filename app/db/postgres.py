@@ -1,0 +1,221 @@
+"""The PostgreSQL backend: PostgresSaver with the strict serializer, and Waypoint's own SQL over its
+`checkpoints` (JSONB checkpoint and metadata), `checkpoint_blobs` and `checkpoint_writes` tables.
+
+PostgresSaver keeps a channel's non-primitive values in `checkpoint_blobs`, keyed by (channel,
+version) and shared by every checkpoint at that version; deleting checkpoints therefore also deletes
+the blobs no remaining checkpoint of the thread references, and nothing else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Collection, Iterator
+from typing import Any
+
+import psycopg
+from langgraph.checkpoint.postgres import PostgresSaver
+from psycopg.rows import tuple_row
+
+from app.db.base import (
+    CheckpointRecord,
+    Database,
+    DeltaChannels,
+    Health,
+    Removal,
+    SpaceReport,
+    ThreadRow,
+    strict_serializer,
+)
+from app.db.location import DatabaseLocation
+from app.db.pg_connect import connect, connection_error
+from app.db.pg_lock import dead_writers, ensure_writers_table
+from app.db.pg_setup import setup_lock
+
+TURN = "CASE WHEN jsonb_typeof(metadata -> 'turn') = 'number' THEN (metadata ->> 'turn')::numeric::bigint END"
+LIST_THREADS_SQL = f"""
+SELECT thread_id, COUNT(*), MAX(checkpoint_id), MAX({TURN}),
+       (SELECT first.metadata ->> 'preview' FROM checkpoints AS first
+         WHERE first.thread_id = c.thread_id AND first.checkpoint_ns = ''
+           AND first.metadata ->> 'preview' <> ''
+         ORDER BY first.checkpoint_id LIMIT 1)
+FROM checkpoints AS c
+WHERE checkpoint_ns = ''
+GROUP BY thread_id
+ORDER BY MAX(checkpoint_id) DESC
+"""
+CHECKPOINT_BYTES = "pg_column_size(checkpoint) + pg_column_size(metadata)"
+THREAD_SIZES_SQL = f"""
+SELECT thread_id, SUM(bytes)::bigint FROM (
+    SELECT thread_id, SUM({CHECKPOINT_BYTES}) AS bytes FROM checkpoints GROUP BY thread_id
+    UNION ALL
+    SELECT thread_id, SUM(octet_length(blob)) FROM checkpoint_writes GROUP BY thread_id
+    UNION ALL
+    SELECT thread_id, SUM(COALESCE(octet_length(blob), 0)) FROM checkpoint_blobs GROUP BY thread_id
+) AS sizes
+GROUP BY thread_id
+"""
+# Where LangGraph's delta walk stops: a blob at the checkpoint's version, or an inline value.
+DELTA_CHANNELS_SQL = """
+SELECT c.checkpoint_id, v.key,
+       COALESCE(c.checkpoint -> 'channel_values' -> v.key, 'null'::jsonb) <> 'null'::jsonb
+       OR EXISTS (
+           SELECT 1 FROM checkpoint_blobs AS b
+           WHERE b.thread_id = c.thread_id AND b.checkpoint_ns = c.checkpoint_ns
+             AND b.channel = v.key AND b.version = v.value AND b.type <> 'empty')
+FROM checkpoints AS c
+CROSS JOIN LATERAL jsonb_each_text(c.checkpoint -> 'channel_versions') AS v
+WHERE c.thread_id = %s AND c.checkpoint_ns = '' AND v.key = ANY(%s)
+"""
+ROOT = "thread_id = %(thread)s AND checkpoint_ns = ''"
+CHOSEN = f"{ROOT} AND checkpoint_id = ANY(%(ids)s)"
+# Blobs of the root namespace that no checkpoint outside %(ids)s references.
+GARBAGE_BLOBS = f"""
+FROM checkpoint_blobs WHERE {ROOT} AND (channel, version) NOT IN (
+    SELECT v.key, v.value FROM checkpoints AS c
+    CROSS JOIN LATERAL jsonb_each_text(c.checkpoint -> 'channel_versions') AS v
+    WHERE c.thread_id = %(thread)s AND c.checkpoint_ns = '' AND c.checkpoint_id <> ALL(%(ids)s))
+"""
+TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
+
+
+@contextlib.contextmanager
+def open_postgres(location: DatabaseLocation) -> Iterator[PostgresDatabase]:
+    conn = connect(location)
+    try:
+        saver = PostgresSaver(conn, serde=strict_serializer())
+        try:
+            _setup(conn, saver)
+        except psycopg.Error as exc:
+            raise connection_error(location, exc) from None
+        yield PostgresDatabase(location, saver)
+    finally:
+        conn.close()
+
+
+def _setup(conn: psycopg.Connection, saver: PostgresSaver) -> None:
+    """Run the saver's migrations, one process at a time (two first runs would collide)."""
+    with setup_lock(conn):
+        saver.setup()
+        ensure_writers_table(conn)
+
+
+class PostgresDatabase(Database):
+    kind = "postgres"
+    saver: PostgresSaver
+
+    @property
+    def conn(self) -> psycopg.Connection:
+        return self.saver.conn  # type: ignore[return-value]
+
+    def _rows(self, sql: str, params: Any = None) -> list[tuple]:
+        with self.saver.lock, self.conn.cursor(row_factory=tuple_row) as cur:
+            cur.execute(sql, params)
+            return cur.fetchall()
+
+    def thread_rows(self) -> list[ThreadRow]:
+        return [ThreadRow(*row) for row in self._rows(LIST_THREADS_SQL)]
+
+    def thread_sizes(self) -> dict[str, int]:
+        return {thread: int(size or 0) for thread, size in self._rows(THREAD_SIZES_SQL)}
+
+    def thread_exists(self, thread_id: str) -> bool:
+        sql = "SELECT 1 FROM checkpoints WHERE thread_id = %s LIMIT 1"
+        return bool(self._rows(sql, (thread_id,)))
+
+    def checkpoint_records(self, thread_id: str) -> list[CheckpointRecord]:
+        rows = self._rows(
+            "SELECT checkpoint_id, parent_checkpoint_id, metadata FROM checkpoints "
+            f"WHERE {ROOT} ORDER BY checkpoint_id",
+            {"thread": thread_id},
+        )
+        return [
+            CheckpointRecord(cid, parent, meta if isinstance(meta, dict) else {})
+            for cid, parent, meta in rows
+        ]
+
+    def writer_paths(self, thread_id: str) -> list[tuple[str, str]]:
+        sql = f"SELECT DISTINCT checkpoint_id, task_path FROM checkpoint_writes WHERE {ROOT}"
+        return self._rows(sql, {"thread": thread_id})
+
+    def write_order(self, thread_id: str) -> list[tuple[str, str, str, str, int]]:
+        sql = (
+            "SELECT checkpoint_id, task_id, channel, task_path, idx FROM checkpoint_writes "
+            f"WHERE {ROOT}"
+        )
+        return self._rows(sql, {"thread": thread_id})
+
+    def thread_heads(self) -> list[tuple[str, str, bool]]:
+        return self._rows(
+            "SELECT thread_id, MAX(checkpoint_id), bool_or(checkpoint_ns <> '') FROM checkpoints "
+            "GROUP BY thread_id ORDER BY thread_id"
+        )
+
+    def delta_reader(
+        self, thread_id: str, channels: Collection[str]
+    ) -> Callable[[str], DeltaChannels]:
+        versioned: dict[str, set[str]] = {}
+        stored: dict[str, set[str]] = {}
+        for cid, channel, has_value in self._rows(DELTA_CHANNELS_SQL, (thread_id, list(channels))):
+            versioned.setdefault(cid, set()).add(channel)
+            if has_value:
+                stored.setdefault(cid, set()).add(channel)
+
+        def read(checkpoint_id: str) -> DeltaChannels:
+            return (
+                frozenset(versioned.get(checkpoint_id, ())),
+                frozenset(stored.get(checkpoint_id, ())),
+            )
+
+        return read
+
+    def health(self) -> Health:
+        try:
+            [(version, size, threads)] = self._rows(
+                "SELECT current_setting('server_version'), pg_database_size(current_database()), "
+                "(SELECT COUNT(DISTINCT thread_id) FROM checkpoints)"
+            )
+        except psycopg.Error as exc:
+            return Health(False, str(connection_error(self.location, exc)))
+        return Health(True, f"PostgreSQL {version}, {threads} thread(s), database {size:,} bytes")
+
+    def dead_writers(self) -> dict[str, str]:
+        with self.saver.lock:
+            return dead_writers(self.conn)
+
+    def remove(self, thread_id: str, checkpoint_ids: list[str] | None, *, dry_run: bool) -> Removal:
+        whole = checkpoint_ids is None
+        params = {"thread": thread_id, "ids": checkpoint_ids or []}
+        rows = "thread_id = %(thread)s" if whole else CHOSEN
+        blobs = "FROM checkpoint_blobs WHERE thread_id = %(thread)s" if whole else GARBAGE_BLOBS
+        measures = (
+            f"SELECT COUNT(*), COALESCE(SUM({CHECKPOINT_BYTES}), 0) FROM checkpoints WHERE {rows}",
+            f"SELECT COUNT(*), COALESCE(SUM(octet_length(blob)), 0) FROM checkpoint_writes "
+            f"WHERE {rows}",
+            f"SELECT COUNT(*), COALESCE(SUM(octet_length(blob)), 0) {blobs}",
+        )
+        with (
+            self.saver.lock,
+            self.conn.transaction(),
+            self.conn.cursor(row_factory=tuple_row) as cur,
+        ):
+            counts = [cur.execute(sql, params).fetchone() for sql in measures]
+            if not dry_run:
+                cur.execute(f"DELETE FROM checkpoint_writes WHERE {rows}", params)
+                cur.execute(f"DELETE FROM checkpoints WHERE {rows}", params)
+                cur.execute(f"DELETE {blobs}", params)
+        (checkpoints, c_bytes), (writes, w_bytes), (_, b_bytes) = counts
+        return Removal(checkpoints, writes, int(c_bytes + w_bytes + b_bytes))
+
+    def reclaim_space(self) -> SpaceReport:
+        """VACUUM the checkpoint tables (PostgreSQL reuses the space; the files rarely shrink)."""
+        size = "SELECT " + " + ".join(f"pg_total_relation_size('{t}')" for t in TABLES)
+        [(before,)] = self._rows(size)
+        with self.saver.lock:
+            self.conn.execute(f"VACUUM (ANALYZE) {', '.join(TABLES)}")
+        [(after,)] = self._rows(size)
+        return SpaceReport(
+            before,
+            after,
+            note="PostgreSQL reuses freed space for new checkpoints; VACUUM FULL (run by an "
+            "administrator, it locks the tables) returns it to the operating system",
+        )

@@ -1,0 +1,286 @@
+"""The SQLite backend: open the file (WAL, busy timeout, refuse what is not ours), Waypoint's own SQL
+over SqliteSaver's `checkpoints`/`writes` tables, and per-thread flock files next to the database."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+from collections.abc import Callable, Collection, Iterator
+from pathlib import Path
+
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+from app.db.base import CheckpointRecord as Record
+from app.db.base import (
+    Database,
+    DeltaChannels,
+    Health,
+    Removal,
+    SpaceReport,
+    ThreadRow,
+    UnreadableCheckpointError,
+    strict_serializer,
+)
+from app.db.location import DatabaseLocation
+from app.db.sqlite_lock import dead_writer, lock_dir
+from app.errors import ConfigError
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+CHECKPOINT_BYTES = "IFNULL(LENGTH(checkpoint), 0) + IFNULL(LENGTH(CAST(metadata AS BLOB)), 0)"
+WRITE_BYTES = "IFNULL(LENGTH(value), 0)"
+LIST_THREADS_SQL = """
+SELECT thread_id,
+       COUNT(*) AS checkpoints,
+       MAX(checkpoint_id) AS last_checkpoint,
+       MAX(CAST(json_extract(CAST(metadata AS TEXT), '$.turn') AS INTEGER)) AS turns,
+       (SELECT json_extract(CAST(first.metadata AS TEXT), '$.preview') FROM checkpoints AS first
+         WHERE first.thread_id = c.thread_id AND first.checkpoint_ns = ''
+           AND json_extract(CAST(first.metadata AS TEXT), '$.preview') <> ''
+         ORDER BY first.checkpoint_id LIMIT 1) AS title
+FROM checkpoints AS c
+WHERE checkpoint_ns = ''
+GROUP BY thread_id
+ORDER BY last_checkpoint DESC
+"""
+# Grouping each table first walks its primary-key index in thread order (no temporary b-tree over all
+# rows): ~0.5 s for 1,000 threads of 60 turns (1.6 M rows, 1.1 GB).
+THREAD_SIZES_SQL = f"""
+SELECT thread_id, SUM(bytes) FROM (
+    SELECT thread_id, SUM({CHECKPOINT_BYTES}) AS bytes FROM checkpoints GROUP BY thread_id
+    UNION ALL
+    SELECT thread_id, SUM({WRITE_BYTES}) FROM writes GROUP BY thread_id
+)
+GROUP BY thread_id
+"""
+ROOT = "thread_id = ? AND checkpoint_ns = ''"
+BY_ID = f"WHERE {ROOT} AND checkpoint_id = ?"
+
+
+@contextlib.contextmanager
+def open_sqlite(location: DatabaseLocation, busy_timeout: float) -> Iterator[SqliteDatabase]:
+    """A SqliteSaver on the file; a damaged or unusable file is an error, never overwritten."""
+    path = location.path
+    assert path is not None
+    connection = connect(path, busy_timeout)
+    try:
+        saver = SqliteSaver(connection, serde=strict_serializer())
+        try:
+            saver.setup()
+        except sqlite3.DatabaseError as exc:
+            raise database_error(path, exc) from exc
+        yield SqliteDatabase(location, saver)
+    finally:
+        connection.close()
+
+
+def connect(path: Path, busy_timeout: float) -> sqlite3.Connection:
+    check_file(path)
+    try:
+        connection = sqlite3.connect(path, timeout=busy_timeout, check_same_thread=False)
+        connection.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+        connection.execute("PRAGMA journal_mode = WAL")
+        connection.execute("PRAGMA synchronous = NORMAL")
+    except sqlite3.DatabaseError as exc:
+        raise database_error(path, exc) from exc
+    return connection
+
+
+def check_file(path: Path) -> None:
+    if path.is_dir():
+        raise ConfigError(f"database path {path} is a directory; pass a file path with --db")
+    if path.exists():
+        with open(path, "rb") as handle:
+            header = handle.read(len(SQLITE_HEADER))
+        if header and header != SQLITE_HEADER:
+            raise ConfigError(
+                f"{path} is not a Waypoint database (not SQLite); it was left untouched. "
+                "Pass another file with --db or APP_DB"
+            )
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise ConfigError(f"cannot create the database {path}: {exc.strerror}") from exc
+
+
+def database_error(path: Path, exc: sqlite3.DatabaseError) -> ConfigError:
+    text = str(exc)
+    if "readonly" in text or "read-only" in text:
+        return ConfigError(f"the database {path} is read-only; make it writable or use --db")
+    if "locked" in text or "busy" in text:
+        return ConfigError(f"the database {path} is locked by another process; try again")
+    if "malformed" in text or "not a database" in text:
+        return ConfigError(
+            f"the database {path} is damaged ({text}); it was left untouched. "
+            "Restore a backup or pass another file with --db"
+        )
+    return ConfigError(f"cannot use the database {path}: {text}")
+
+
+class SqliteDatabase(Database):
+    kind = "sqlite"
+    saver: SqliteSaver
+
+    @property
+    def path(self) -> Path:
+        assert self.location.path is not None
+        return self.location.path
+
+    def _rows(self, sql: str, params: tuple | dict = ()) -> list[tuple]:
+        with self.saver.lock:
+            return self.saver.conn.execute(sql, params).fetchall()
+
+    def thread_rows(self) -> list[ThreadRow]:
+        return [ThreadRow(*row) for row in self._rows(LIST_THREADS_SQL)]
+
+    def thread_sizes(self) -> dict[str, int]:
+        return dict(self._rows(THREAD_SIZES_SQL))
+
+    def thread_exists(self, thread_id: str) -> bool:
+        return bool(
+            self._rows("SELECT 1 FROM checkpoints WHERE thread_id = ? LIMIT 1", (thread_id,))
+        )
+
+    def checkpoint_records(self, thread_id: str) -> list[Record]:
+        rows = self._rows(
+            "SELECT checkpoint_id, parent_checkpoint_id, CAST(metadata AS TEXT) FROM checkpoints "
+            f"WHERE {ROOT} ORDER BY checkpoint_id",
+            (thread_id,),
+        )
+        return [Record(cid, parent, _json_object(meta)) for cid, parent, meta in rows]
+
+    def writer_paths(self, thread_id: str) -> list[tuple[str, str]]:
+        return self._rows(
+            f"SELECT checkpoint_id, task_path FROM writes WHERE {ROOT} "
+            "GROUP BY checkpoint_id, task_path",
+            (thread_id,),
+        )
+
+    def write_order(self, thread_id: str) -> list[tuple[str, str, str, str, int]]:
+        try:
+            return self._rows(
+                f"SELECT checkpoint_id, task_id, channel, task_path, idx FROM writes WHERE {ROOT}",
+                (thread_id,),
+            )
+        except sqlite3.OperationalError:  # an old database without the task_path column
+            return []
+
+    def thread_heads(self) -> list[tuple[str, str, bool]]:
+        rows = self._rows(
+            "SELECT thread_id, MAX(checkpoint_id), MAX(checkpoint_ns != '') FROM checkpoints "
+            "GROUP BY thread_id ORDER BY thread_id"
+        )
+        return [(thread, last, bool(sub)) for thread, last, sub in rows]
+
+    def delta_reader(
+        self, thread_id: str, channels: Collection[str]
+    ) -> Callable[[str], DeltaChannels]:
+        wanted = frozenset(channels)
+
+        def read(checkpoint_id: str) -> DeltaChannels:
+            [(type_tag, blob)] = self._rows(
+                f"SELECT type, checkpoint FROM checkpoints {BY_ID}", (thread_id, checkpoint_id)
+            )
+            try:
+                checkpoint = self.saver.serde.loads_typed((type_tag, blob))
+                # A `_DeltaSnapshot` (or a pre-delta plain value) ends the walk, as in LangGraph.
+                return (
+                    frozenset(checkpoint["channel_versions"]) & wanted,
+                    frozenset(checkpoint["channel_values"]) & wanted,
+                )
+            except (ValueError, TypeError, KeyError) as exc:
+                raise UnreadableCheckpointError(checkpoint_id) from exc
+
+        return read
+
+    def health(self) -> Health:
+        try:
+            verdict = self._rows("PRAGMA quick_check")[0][0]
+            mode = self._rows("PRAGMA journal_mode")[0][0]
+            threads = self._rows("SELECT COUNT(DISTINCT thread_id) FROM checkpoints")[0][0]
+        except sqlite3.Error as exc:
+            return Health(False, str(database_error(self.path, exc)))
+        size = self.path.stat().st_size
+        detail = f"{threads} thread(s), {size:,} bytes, journal {mode}, integrity {verdict}"
+        return Health(verdict == "ok", detail)
+
+    def dead_writers(self) -> dict[str, str]:
+        directory = lock_dir(self.path)
+        names = sorted(p.stem for p in directory.glob("*.lock")) if directory.is_dir() else []
+        return {
+            name: str(pid) for name in names if (pid := dead_writer(self.path, name)) is not None
+        }
+
+    def remove(self, thread_id: str, checkpoint_ids: list[str] | None, *, dry_run: bool) -> Removal:
+        if checkpoint_ids is None:  # a whole thread goes with its subgraph namespaces too
+            where, params = "thread_id = ?", [(thread_id,)]
+        else:
+            where = f"{ROOT} AND checkpoint_id = ?"
+            params = [(thread_id, cid) for cid in checkpoint_ids]
+        try:
+            with self._transaction(write=not dry_run) as conn:
+                removal = self._measure(conn, where, params)
+                if not dry_run:
+                    checkpoints = conn.executemany(f"DELETE FROM checkpoints WHERE {where}", params)
+                    writes = conn.executemany(f"DELETE FROM writes WHERE {where}", params)
+                    removal = Removal(checkpoints.rowcount, writes.rowcount, removal.bytes)
+        except sqlite3.OperationalError as exc:
+            raise database_error(self.path, exc) from exc
+        return removal
+
+    @staticmethod
+    def _measure(conn: sqlite3.Connection, where: str, params: list[tuple]) -> Removal:
+        checkpoints = writes = size = 0
+        for param in params:
+            count, nbytes = conn.execute(
+                f"SELECT COUNT(*), IFNULL(SUM({CHECKPOINT_BYTES}), 0) FROM checkpoints WHERE {where}",
+                param,
+            ).fetchone()
+            wcount, wbytes = conn.execute(
+                f"SELECT COUNT(*), IFNULL(SUM({WRITE_BYTES}), 0) FROM writes WHERE {where}", param
+            ).fetchone()
+            checkpoints, writes, size = checkpoints + count, writes + wcount, size + nbytes + wbytes
+        return Removal(checkpoints, writes, size)
+
+    @contextlib.contextmanager
+    def _transaction(self, *, write: bool) -> Iterator[sqlite3.Connection]:
+        """Take the write lock now (BEGIN IMMEDIATE) and commit everything or nothing."""
+        conn = self.saver.conn
+        with self.saver.lock:
+            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            try:
+                yield conn
+            except BaseException:
+                conn.rollback()
+                raise
+            conn.commit()
+
+    def reclaim_space(self) -> SpaceReport:
+        """Fold the WAL in and rebuild the file so that freed pages return to the disk."""
+        before = self._file_bytes()
+        try:
+            with self.saver.lock:
+                self.saver.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                self.saver.conn.execute("VACUUM")
+                # In WAL mode VACUUM writes the rebuilt pages to the WAL; fold them in now.
+                self.saver.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except sqlite3.OperationalError as exc:
+            raise database_error(self.path, exc) from exc
+        return SpaceReport(before, self._file_bytes())
+
+    def _file_bytes(self) -> int:
+        paths = (self.path, self.path.with_name(self.path.name + "-wal"))
+        return sum(path.stat().st_size for path in paths if path.exists())
+
+
+def _json_object(text: str | None) -> dict:
+    try:
+        value = json.loads(text or "{}")
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}

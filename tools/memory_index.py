@@ -1,0 +1,193 @@
+"""The search index of long-term memory, one per backend: an FTS5 table (`memory_fts`) in SQLite, a
+terms table (`memory_terms`, GIN-indexed) in PostgreSQL. Both rank with BM25 over the same terms
+(`tools.memory.index_terms`) and return (key, score) with higher scores more relevant."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import sqlite3
+import threading
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+IndexRow = tuple[int, str, str, str, str]  # rowid, space-joined terms, kind, user label, key
+BM25_K1 = 1.2
+BM25_B = 0.75
+
+FTS5_DDL = (
+    "CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5("
+    "terms, kind UNINDEXED, user UNINDEXED, key UNINDEXED, "
+    "tokenize = 'unicode61 remove_diacritics 2')"
+)
+PG_DDL = (
+    "CREATE TABLE IF NOT EXISTS memory_terms (rowid BIGINT PRIMARY KEY, kind TEXT NOT NULL, "
+    "user_label TEXT NOT NULL, key TEXT NOT NULL, terms TEXT[] NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS memory_terms_terms_idx ON memory_terms USING gin (terms)",
+    "CREATE INDEX IF NOT EXISTS memory_terms_user_idx ON memory_terms (kind, user_label)",
+)
+PG_UPSERT = (
+    "INSERT INTO memory_terms (rowid, terms, kind, user_label, key) VALUES (%s, %s, %s, %s, %s) "
+    "ON CONFLICT (rowid) DO UPDATE SET terms = EXCLUDED.terms, kind = EXCLUDED.kind, "
+    "user_label = EXCLUDED.user_label, key = EXCLUDED.key"
+)
+
+
+class MemoryIndex(Protocol):
+    def create(self) -> bool:
+        """Create the index if missing; True if it was (the caller then fills it)."""
+
+    def upsert(self, rows: Sequence[IndexRow]) -> None: ...
+
+    def delete(self, rowids: Sequence[int]) -> None: ...
+
+    def count(self, kind: str, label: str) -> int: ...
+
+    def search(
+        self, kind: str, label: str, terms: Sequence[str], require_all: bool, limit: int
+    ) -> list[tuple[str, float]]: ...
+
+
+class Fts5Index:
+    """`memory_fts` in the SQLite database; ranking is FTS5's own bm25()."""
+
+    def __init__(self, conn: sqlite3.Connection, lock: threading.Lock) -> None:
+        self.conn, self.lock = conn, lock
+
+    def create(self) -> bool:
+        with self.lock:
+            exists = self.conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE name = 'memory_fts'"
+            ).fetchone()
+            self.conn.execute(FTS5_DDL)
+        return exists is None
+
+    def upsert(self, rows: Sequence[IndexRow]) -> None:
+        sql = "INSERT OR REPLACE INTO memory_fts(rowid, terms, kind, user, key) VALUES (?, ?, ?, ?, ?)"
+        with self.lock:
+            if len(rows) == 1:
+                self.conn.execute(sql, rows[0])
+                return
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                self.conn.executemany(sql, rows)
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+            self.conn.execute("COMMIT")
+
+    def delete(self, rowids: Sequence[int]) -> None:
+        with self.lock:
+            self.conn.execute(
+                f"DELETE FROM memory_fts WHERE rowid IN ({','.join('?' * len(rowids))})",
+                list(rowids),
+            )
+
+    def count(self, kind: str, label: str) -> int:
+        with self.lock:
+            (count,) = self.conn.execute(
+                "SELECT count(*) FROM memory_fts WHERE kind = ? AND user = ?", (kind, label)
+            ).fetchone()
+        return count
+
+    def search(
+        self, kind: str, label: str, terms: Sequence[str], require_all: bool, limit: int
+    ) -> list[tuple[str, float]]:
+        # Terms are runs of letters, digits and marks only, so a double-quoted string is always one
+        # literal phrase: no FTS5 operator, column filter or quote can come from the user's text.
+        expression = f" {'AND' if require_all else 'OR'} ".join(f'"{term}"' for term in terms)
+        with self.lock:
+            rows = self.conn.execute(
+                "SELECT key, bm25(memory_fts) FROM memory_fts "
+                "WHERE memory_fts MATCH ? AND kind = ? AND user = ? "
+                "ORDER BY bm25(memory_fts) LIMIT ?",
+                (expression, kind, label, limit),
+            ).fetchall()
+        return [(key, -score) for key, score in rows]  # FTS5 bm25: lower is better
+
+
+class PostgresTermIndex:
+    """`memory_terms` in the PostgreSQL database: candidates through a GIN index on the terms
+    array, ranked with BM25 over the user's own items of that kind."""
+
+    def __init__(self, conn: Any, lock: threading.Lock) -> None:
+        self.conn, self.lock = conn, lock
+
+    def create(self) -> bool:
+        import psycopg
+
+        with self.lock:
+            row = self.conn.execute("SELECT to_regclass('memory_terms') AS name").fetchone()
+            for ddl in PG_DDL:
+                with contextlib.suppress(psycopg.errors.UniqueViolation):  # a concurrent create
+                    self.conn.execute(ddl)
+        return row["name"] is None
+
+    def upsert(self, rows: Sequence[IndexRow]) -> None:
+        params = [
+            (rowid, terms.split(), kind, label, key) for rowid, terms, kind, label, key in rows
+        ]
+        with self.lock, self.conn.transaction(), self.conn.cursor() as cur:
+            cur.executemany(PG_UPSERT, params)
+
+    def delete(self, rowids: Sequence[int]) -> None:
+        with self.lock:
+            self.conn.execute("DELETE FROM memory_terms WHERE rowid = ANY(%s)", (list(rowids),))
+
+    def count(self, kind: str, label: str) -> int:
+        with self.lock:
+            row = self.conn.execute(
+                "SELECT count(*) AS n FROM memory_terms WHERE kind = %s AND user_label = %s",
+                (kind, label),
+            ).fetchone()
+        return row["n"]
+
+    def search(
+        self, kind: str, label: str, terms: Sequence[str], require_all: bool, limit: int
+    ) -> list[tuple[str, float]]:
+        match = "@>" if require_all else "&&"
+        scope = "kind = %s AND user_label = %s"
+        with self.lock:
+            stats = self.conn.execute(
+                "SELECT count(*) AS n, COALESCE(avg(cardinality(terms)), 0) AS avgdl "
+                f"FROM memory_terms WHERE {scope}",
+                (kind, label),
+            ).fetchone()
+            frequency = {
+                row["term"]: row["n"]
+                for row in self.conn.execute(
+                    "SELECT t.term, count(*) AS n FROM memory_terms, unnest(%s::text[]) AS t(term) "
+                    f"WHERE {scope} AND t.term = ANY(terms) GROUP BY t.term",
+                    (list(terms), kind, label),
+                )
+            }
+            candidates = self.conn.execute(
+                f"SELECT key, terms FROM memory_terms WHERE {scope} AND terms {match} %s::text[]",
+                (kind, label, list(terms)),
+            ).fetchall()
+        scored = [
+            (row["key"], _bm25(row["terms"], terms, frequency, stats["n"], float(stats["avgdl"])))
+            for row in candidates
+        ]
+        return sorted(scored, key=lambda hit: (-hit[1], hit[0]))[:limit]
+
+
+def _bm25(
+    document: Sequence[str],
+    terms: Sequence[str],
+    frequency: dict[str, int],
+    total: int,
+    average_length: float,
+) -> float:
+    counts = Counter(document)
+    length_norm = 1 - BM25_B + BM25_B * len(document) / (average_length or 1)
+    score = 0.0
+    for term in terms:
+        tf = counts.get(term, 0)
+        if not tf:
+            continue
+        n = frequency.get(term, 0)
+        idf = max(math.log((total - n + 0.5) / (n + 0.5)), 1e-6)  # floored as in FTS5
+        score += idf * tf * (BM25_K1 + 1) / (tf + BM25_K1 * length_norm)
+    return score
