@@ -1,0 +1,53 @@
+"""The `serve` command: the HTTP API and web page over uvicorn. FastAPI is imported only when it runs."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from app.cli import DbOption, app, err, load_settings
+from app.errors import ConfigError
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option("--host", help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[
+        int, typer.Option("--port", min=0, max=65535, help="Port (0: pick a free one).")
+    ] = 8000,
+    db: DbOption = None,
+    workspace: Annotated[
+        str | None, typer.Option("--workspace", help="Directory the file tools may use.")
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", help="offline | openai:<name> (env APP_MODEL).")
+    ] = None,
+    approve: Annotated[
+        str | None,
+        typer.Option(
+            "--approve",
+            help="Risky tool calls in server runs: auto | never (default never; env APP_APPROVE).",
+        ),
+    ] = None,
+) -> None:
+    """Serve the HTTP API (LangGraph-server-shaped routes, SSE runs) and the web page at /."""
+    try:
+        import uvicorn
+
+        from app.server.api import create_app
+    except ImportError as exc:
+        raise ConfigError(
+            f"the server needs the serve extra ({exc.name} is missing): pip install -e '.[serve]'"
+        ) from None
+    settings = load_settings(db=db, workspace=workspace, model=model, approve=approve)
+    token = settings.api_token.get_secret_value() if settings.api_token else None
+    if host not in {"127.0.0.1", "localhost", "::1"} and not token:
+        err.print(
+            f"[yellow]listening on {host} without APP_API_TOKEN: anyone who can reach it can "
+            "run the agent[/yellow]"
+        )
+    config = uvicorn.Config(
+        create_app(settings, api_token=token), host=host, port=port, log_level="info"
+    )
+    uvicorn.Server(config).run()

@@ -1,0 +1,38 @@
+"""HTTP status codes for the app's errors: the one place an AppError becomes a response."""
+
+from __future__ import annotations
+
+from app.errors import AppError, ConfigError, ThreadBusyError, UsageError
+
+
+class NotFoundError(UsageError):
+    """Raised when a route names a thread or checkpoint that does not exist."""
+
+
+class ConflictError(UsageError):
+    """Raised when the request collides with existing data (a fork target that already exists)."""
+
+
+class ForbiddenError(UsageError):
+    """Raised when a request asks for more than the server allows (e.g. auto-approving risky tools)."""
+
+
+ERROR_KINDS = {400: "bad_request", 403: "forbidden", 404: "not_found", 409: "conflict"}
+
+
+def status_for(error: AppError) -> int:
+    if isinstance(error, NotFoundError):
+        return 404
+    if isinstance(error, ThreadBusyError | ConflictError):
+        return 409
+    if isinstance(error, ForbiddenError):
+        return 403
+    if isinstance(error, UsageError):
+        return 400
+    if isinstance(error, ConfigError):
+        return 500
+    return 500
+
+
+def error_body(error: AppError) -> dict:
+    return {"detail": str(error), "error": ERROR_KINDS.get(status_for(error), "error")}

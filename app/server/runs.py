@@ -1,0 +1,166 @@
+"""Runs over HTTP: a ChatSession turn or replay in a worker thread, its events on an asyncio queue.
+
+The worker reports either an error before the run started (the route answers with a 4xx/5xx JSON
+body, e.g. 409 for a busy thread) or a stream of events. A client that disconnects only detaches:
+the run finishes in the background under the thread's lock, so the thread stays consistent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+
+from app import chat
+from app.config import Settings
+from app.errors import AppError, UsageError
+from app.memory import memory_user
+from app.server import storage
+from app.server.errors import ForbiddenError, error_body
+from app.server.events import EventRenderer, sse
+from app.timetravel import state_at
+from app.workspace_sync import restore_workspace
+from graphs.builder import build_graph
+from tools import SIDE_EFFECT_TOOLS
+
+log = logging.getLogger("waypoint.server")
+Job = Callable[[chat.ChatSession, EventRenderer], chat.TurnResult]
+
+
+def server_policy(settings: Settings) -> str:
+    """`ask` needs a person at a terminal; over HTTP nobody is asked, so it means `never`."""
+    return "auto" if settings.approve == "auto" else "never"
+
+
+def run_policy(settings: Settings, requested: str | None) -> str:
+    policy = server_policy(settings)
+    if requested == "auto" and policy != "auto":
+        raise ForbiddenError(
+            "this server refuses risky tool calls (approval policy never); start it with "
+            "--approve auto (or APP_APPROVE=auto) to let requests auto-approve them"
+        )
+    return requested or policy
+
+
+@dataclass
+class RunStream:
+    """Events of one run, handed from the worker thread to the event loop."""
+
+    loop: asyncio.AbstractEventLoop
+    queue: asyncio.Queue = field(default_factory=asyncio.Queue)
+    detached: bool = False
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+    def put(self, kind: str, item: object) -> None:
+        if self.detached:
+            return
+        try:
+            self.loop.call_soon_threadsafe(self.queue.put_nowait, (kind, item))
+        except RuntimeError:  # the event loop is closed: nobody is listening any more
+            self.detached = True
+
+
+def _work(settings: Settings, thread_id: str, policy: str, job: Job, stream: RunStream) -> None:
+    renderer = EventRenderer(lambda event: stream.put("event", event))
+    try:
+        with storage.open_saver(settings) as saver, storage.open_user_memory(settings) as memory:
+            user = memory_user(settings)
+            context = chat.make_context(settings, approval=policy, memory=memory, user=user)
+            session = chat.ChatSession(
+                settings, saver, thread_id, context, memory=memory, user=user
+            )
+            result = job(session, renderer)
+            head = storage.index(saver, thread_id).head.checkpoint_id
+        stream.put("end", {"thread_id": thread_id, "head": head, "status": result.status})
+    except AppError as exc:
+        stream.put("failed", exc)
+    except Exception as exc:  # a bug: logged with its traceback, reported without it
+        log.exception("run %s on thread %s failed", stream.run_id, thread_id)
+        stream.put("failed", AppError(f"internal error: {type(exc).__name__}; see the server log"))
+
+
+async def start(settings: Settings, thread_id: str, policy: str, job: Job) -> AsyncIterator[bytes]:
+    """Start the run; raise its error if it fails before its first event, else return its SSE."""
+    stream = RunStream(asyncio.get_running_loop())
+    worker = threading.Thread(
+        target=_work, args=(settings, thread_id, policy, job, stream), name=f"run-{thread_id}"
+    )
+    worker.start()
+    kind, first = await stream.queue.get()
+    if kind == "failed":
+        raise first
+    return _sse(stream, thread_id, (kind, first))
+
+
+async def _sse(stream: RunStream, thread_id: str, first: tuple) -> AsyncIterator[bytes]:
+    try:
+        yield sse("metadata", {"run_id": stream.run_id, "thread_id": thread_id})
+        kind, item = first
+        while True:
+            if kind == "event":
+                yield sse(item["event"], item)
+            elif kind == "failed":
+                yield sse("error", {"event": "error", **error_body(item)})
+                yield sse("end", {"thread_id": thread_id, "status": "error"})
+                return
+            else:
+                yield sse("end", item)
+                return
+            kind, item = await stream.queue.get()
+    finally:
+        stream.detached = True  # a disconnected client: the run goes on without it
+
+
+def turn_job(text: str) -> Job:
+    return lambda session, renderer: session.run_turn(text, renderer)
+
+
+def replay_job(settings: Settings, request) -> Job:  # type: ignore[no-untyped-def]
+    """Replay from a checkpoint; the workspace is restored first, as the CLI does. Tools with side
+    effects run again only with `confirm`; otherwise the branch stops before them and says why."""
+
+    def job(session: chat.ChatSession, renderer: EventRenderer) -> chat.TurnResult:
+        checkpoint_id, workspace = _prepare_replay(settings, session.thread_id, request)
+        for line in workspace:
+            renderer.notice(f"workspace: {line}")
+
+        def approve(calls: list) -> bool:
+            if not request.confirm:
+                names = ", ".join(c["name"] for c in calls)
+                renderer.notice(f'{names} not re-run: send "confirm": true to allow it')
+            return request.confirm
+
+        return session.replay(checkpoint_id, renderer, approve)
+
+    return job
+
+
+def _prepare_replay(settings: Settings, thread_id: str, request) -> tuple[str, list[str]]:  # type: ignore[no-untyped-def]
+    from app.server.timeline import open_index, resolve
+
+    with storage.open_saver(settings) as saver, storage.write_lock(settings, thread_id):
+        index = open_index(saver, thread_id)
+        row = resolve(index, request.checkpoint_id)
+        graph = build_graph(saver)
+        start_state = state_at(graph, thread_id, row.checkpoint_id)
+        if start_state.next == ("tools",) and not request.confirm:
+            calls = start_state.values["messages"][-1].tool_calls
+            risky = [c["name"] for c in calls if c["name"] in SIDE_EFFECT_TOOLS]
+            if risky:
+                raise UsageError(
+                    f"the replay would re-run tools with side effects ({', '.join(risky)}) at "
+                    'once; send "confirm": true to allow it'
+                )
+        if request.keep_files:
+            return row.checkpoint_id, []
+        head = state_at(graph, thread_id, index.head.checkpoint_id)
+        report = restore_workspace(
+            settings.workspace,
+            head.values.get("messages", []),
+            start_state.values.get("messages", []),
+            force=request.force,
+        )
+    return row.checkpoint_id, report.lines()

@@ -1,0 +1,50 @@
+"""`python -m app serve` whose agent has one extra tool that blocks: lets tests hold a run open.
+
+Usage: slow_server.py SECONDS [SERVE ARGS…]. A message containing "slow step" makes the model call
+`slow_step` (which sleeps SECONDS, then answers); any other message goes to the offline model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from collections.abc import Sequence
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
+
+import app.chat
+from app.__main__ import main
+from app.models.offline import OfflineChatModel
+
+seconds = float(sys.argv[1])
+
+
+@tool
+def slow_step(label: str) -> str:
+    """Take a long time (test helper)."""
+    time.sleep(seconds)
+    return f"finished {label}"
+
+
+class SlowStepModel(OfflineChatModel):
+    def plan(self, messages: Sequence[BaseMessage]) -> AIMessage:
+        start = max(i for i, m in enumerate(messages) if isinstance(m, HumanMessage))
+        if "slow step" not in str(messages[start].content):
+            return super().plan(messages)
+        if any(isinstance(m, ToolMessage) for m in messages[start:]):
+            return AIMessage(content="all done", id=f"ai-slow-done-{len(messages)}")
+        call = {"name": "slow_step", "args": {"label": "A"}, "id": f"slow-{len(messages)}"}
+        return AIMessage(content="", tool_calls=[call], id=f"ai-slow-{len(messages)}")
+
+
+def slow_context(settings, model=None, **options):  # type: ignore[no-untyped-def]
+    context = real_make_context(settings, SlowStepModel(), **options)
+    return dataclasses.replace(context, tools=[*context.tools, slow_step])
+
+
+real_make_context = app.chat.make_context
+app.chat.make_context = slow_context
+sys.argv = ["app", "serve", *sys.argv[2:]]
+main()

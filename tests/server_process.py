@@ -1,0 +1,72 @@
+"""`python -m app serve` in a real subprocess on 127.0.0.1 (a free port), for HTTP and browser tests."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+
+REPO = Path(__file__).resolve().parent.parent
+SLOW_SERVER = REPO / "tests" / "scripts" / "slow_server.py"
+
+
+@contextlib.contextmanager
+def running_server(tmp: Path, slow_seconds: float = 1.0, *args: str) -> Iterator[str]:
+    """A server whose "slow step" tool blocks `slow_seconds`; yields its base URL."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1"}
+    log = tmp / "server.log"
+    command = [sys.executable, str(SLOW_SERVER), str(slow_seconds), "--port", "0", *args]
+    with open(log, "wb") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
+    try:
+        yield _wait_for_url(process, log)
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _wait_for_url(process: subprocess.Popen, log: Path) -> str:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        found = re.search(r"Uvicorn running on (http://127\.0\.0\.1:\d+)", log.read_text())
+        if found:
+            return found.group(1)
+        if process.poll() is not None:
+            break
+        time.sleep(0.05)
+    raise RuntimeError(f"the server did not start:\n{log.read_text()}")
+
+
+def sse_events(lines: Iterator[str]) -> Iterator[tuple[str, dict]]:
+    """(type, data) of each Server-Sent Event in a stream of text lines."""
+    kind, data = "message", []
+    for line in lines:
+        if line.startswith("event:"):
+            kind = line[6:].strip()
+        elif line.startswith("data:"):
+            data.append(line[5:].strip())
+        elif not line and data:
+            yield kind, json.loads("\n".join(data))
+            kind, data = "message", []
+
+
+def parse_sse(text: str) -> list[tuple[str, dict]]:
+    return list(sse_events(iter([*text.split("\n"), ""])))
+
+
+def post_run(base: str, thread: str, message: str, **extra: object) -> httpx.Response:
+    return httpx.post(
+        f"{base}/threads/{thread}/runs/stream", json={"message": message, **extra}, timeout=60
+    )

@@ -1,0 +1,91 @@
+"""The server as a real uvicorn process: a second run on a busy thread gets 409, and a client that
+disconnects mid-stream leaves the thread consistent (the run finishes in the background)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import httpx
+import pytest
+
+from tests.server_process import post_run, running_server, sse_events
+
+SLOW_SECONDS = 1.5
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> str:
+    tmp = tmp_path_factory.mktemp("server")
+    db, workspace = tmp / "db" / "agent.sqlite", tmp / "workspace"
+    args = ("--db", str(db), "--workspace", str(workspace))
+    with running_server(tmp, SLOW_SECONDS, *args) as base:
+        yield base
+
+
+def stream_until(base: str, thread: str, message: str, stop_at: str, seen: list) -> None:
+    """Stream a run, recording event types; return (closing the connection) at `stop_at`."""
+    body = {"message": message, "if_not_exists": "create"}
+    with httpx.stream("POST", f"{base}/threads/{thread}/runs/stream", json=body, timeout=60) as r:
+        assert r.status_code == 200
+        for kind, _ in sse_events(r.iter_lines()):
+            seen.append(kind)
+            if kind == stop_at:
+                return
+
+
+def wait_for(seen: list, kind: str, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while kind not in seen:
+        assert time.monotonic() < deadline, f"no {kind} event; saw {seen}"
+        time.sleep(0.02)
+
+
+def test_a_second_run_on_a_busy_thread_gets_409(server: str):
+    seen: list[str] = []
+    first = threading.Thread(
+        target=stream_until, args=(server, "busy", "do the slow step", "end", seen)
+    )
+    first.start()
+    wait_for(seen, "tool_call")
+    second = post_run(server, "busy", "what is 2 plus 3")
+    assert second.status_code == 409
+    assert second.json()["detail"].startswith("thread busy is busy")
+    rollback = httpx.post(f"{server}/threads/busy/rollback", json={"turns": 1}, timeout=10)
+    assert rollback.status_code == 409
+    first.join(timeout=30)
+    assert seen[-3:] == ["node", "final", "end"]
+    again = post_run(server, "busy", "what is 2 plus 3")
+    assert again.status_code == 200 and "event: final" in again.text
+
+
+def test_a_client_that_disconnects_mid_stream_leaves_the_thread_consistent(server: str):
+    seen: list[str] = []
+    stream_until(server, "gone", "do the slow step", "tool_call", seen)
+    assert "final" not in seen  # the connection closed while the tool was still running
+
+    deadline = time.monotonic() + 30
+    while (after := post_run(server, "gone", "what is 2 plus 3")).status_code == 409:
+        assert time.monotonic() < deadline, "the detached run never released the thread"
+        time.sleep(0.1)
+    assert after.status_code == 200 and '"status": "answered"' in after.text
+
+    history = httpx.get(f"{server}/threads/gone/history", timeout=10).json()
+    turns = {t["turn"]: t for t in reversed(history["turns"])}
+    assert turns[1]["status"] == "answered" and turns[1]["tools"] == ["slow_step"]
+    assert turns[2]["status"] == "answered"
+    messages = httpx.get(f"{server}/threads/gone", timeout=10).json()["messages"]
+    called = {c["id"] for m in messages for c in m.get("tool_calls", [])}
+    answered = {m["tool_call_id"] for m in messages if m["type"] == "tool"}
+    assert called == answered  # no dangling tool calls
+    assert next(m["content"] for m in messages if m["type"] == "ai" and m["content"]) == "all done"
+
+
+def test_serve_requires_the_token_from_app_api_token(tmp_path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("APP_API_TOKEN", "tok-1")
+    args = ("--db", str(tmp_path / "agent.sqlite"), "--workspace", str(tmp_path / "workspace"))
+    with running_server(tmp_path, 0.1, *args) as base:
+        assert httpx.get(f"{base}/health", timeout=10).status_code == 200
+        assert httpx.get(f"{base}/threads", timeout=10).status_code == 401
+        authorized = {"Authorization": "Bearer tok-1"}
+        assert httpx.get(f"{base}/threads", headers=authorized, timeout=10).status_code == 200

@@ -1,0 +1,116 @@
+"""Two `serve` processes on one PostgreSQL database: turns on many threads through both, and the same
+thread from both at once (one gets 409, nothing is lost)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.server_process import post_run, running_server, sse_events
+
+SLOW_SECONDS = 2.0
+THREADS = [f"team-{n}" for n in range(6)]
+
+
+@pytest.fixture(scope="module")
+def servers(pg_server, tmp_path_factory: pytest.TempPathFactory):
+    url = pg_server.new_database()
+    first, second = (tmp_path_factory.mktemp(name) for name in ("server-a", "server-b"))
+    with (
+        running_server(first, SLOW_SECONDS, *_args(url, first)) as a,
+        running_server(second, SLOW_SECONDS, *_args(url, second)) as b,
+    ):
+        yield a, b
+    pg_server.drop_database(url)
+
+
+def _args(url: str, tmp: Path) -> tuple[str, ...]:
+    # Each server has its own workspace, as it would on its own machine.
+    return ("--db", url, "--workspace", str(tmp / "workspace"))
+
+
+def run_turn(base: str, thread: str, message: str) -> dict:
+    response = post_run(base, thread, message, if_not_exists="create")
+    assert response.status_code == 200, response.text
+    finals = [data for kind, data in _events(response.text) if kind == "final"]
+    assert len(finals) == 1, response.text
+    return finals[0]
+
+
+def _events(text: str) -> list[tuple[str, dict]]:
+    return list(sse_events(iter([*text.split("\n"), ""])))
+
+
+def test_turns_on_many_threads_through_both_servers(servers: tuple[str, str]):
+    a, b = servers
+    jobs = [(thread, n) for thread in THREADS for n in (1, 2)]
+
+    def turn(job: tuple[str, int]) -> dict:
+        thread, n = job
+        # Alternate the server per turn: a thread's second turn goes through the other server.
+        base = (a, b)[(THREADS.index(thread) + n) % 2]
+        return run_turn(base, thread, f"what is {n} plus {THREADS.index(thread)}")
+
+    by_thread: dict[str, list[dict]] = {}
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        # The two turns of a thread run in order; different threads run at the same time.
+        for thread in THREADS:
+            by_thread[thread] = []
+        for n in (1, 2):
+            batch = [job for job in jobs if job[1] == n]
+            for job, final in zip(batch, pool.map(turn, batch), strict=True):
+                by_thread[job[0]].append(final)
+
+    for thread, finals in by_thread.items():
+        assert [f["status"] for f in finals] == ["answered", "answered"], finals
+        answers = [f["answer"] for f in finals]
+        index = THREADS.index(thread)
+        assert str(1 + index) in answers[0] and str(2 + index) in answers[1], answers
+
+    for base in (a, b):
+        listed = {t["thread_id"]: t for t in httpx.get(f"{base}/threads", timeout=10).json()}
+        assert set(THREADS) <= set(listed)
+        assert all(listed[thread]["turns"] == 2 for thread in THREADS)
+        humans = [
+            m["content"]
+            for m in httpx.get(f"{base}/threads/team-3", timeout=10).json()["messages"]
+            if m["type"] == "human"
+        ]
+        assert humans == ["what is 1 plus 3", "what is 2 plus 3"]
+
+
+def test_the_same_thread_from_both_servers_one_gets_409_and_nothing_is_lost(
+    servers: tuple[str, str],
+):
+    a, b = servers
+    seen: list[str] = []
+
+    def slow_run() -> None:
+        body = {"message": "do the slow step", "if_not_exists": "create"}
+        with httpx.stream("POST", f"{a}/threads/shared/runs/stream", json=body, timeout=60) as r:
+            assert r.status_code == 200
+            seen.extend(kind for kind, _ in sse_events(r.iter_lines()))
+
+    first = threading.Thread(target=slow_run)
+    first.start()
+    deadline = time.monotonic() + 30
+    while "tool_call" not in seen:
+        assert time.monotonic() < deadline, f"the slow run never reached its tool: {seen}"
+        time.sleep(0.02)
+
+    busy = post_run(b, "shared", "what is 2 plus 3")
+    assert busy.status_code == 409, busy.text
+    assert "busy" in busy.json()["detail"]
+    first.join(timeout=60)
+    assert seen[-2:] == ["final", "end"]
+
+    assert run_turn(b, "shared", "what is 2 plus 3")["status"] == "answered"
+    messages = httpx.get(f"{a}/threads/shared", timeout=10).json()["messages"]
+    humans = [m["content"] for m in messages if m["type"] == "human"]
+    assert humans == ["do the slow step", "what is 2 plus 3"]  # the refused message was not added
+    assert any(m["type"] == "tool" and "finished" in m["content"] for m in messages)
