@@ -210,12 +210,14 @@ def show(
     counters = {
         k: values.get(k) for k in ("turn", "iteration", "retry_count", "status", "last_error")
     }
+    strategy = {k: values[k] for k in STRATEGY_FIELDS if values.get(k) not in (None, [], 0)}
     if as_json:
         data = {
             "thread_id": thread,
             "checkpoint": row.as_dict(),
             "next": list(snapshot.next),
             **counters,
+            **strategy,
             "messages": [message_dict(m) for m in values.get("messages", [])],
         }
         out.print_json(json.dumps(data, ensure_ascii=False, default=str))
@@ -229,7 +231,41 @@ def show(
         + (f" · next={','.join(snapshot.next)}" if snapshot.next else ""),
         markup=False,
     )
+    for line in strategy_lines(strategy):
+        err.print(line, markup=False)
     print_messages(out, values.get("messages", []))
+
+
+# What a strategy keeps in the state besides the tool loop's fields (graphs/plan.py, reflexion.py,
+# router.py); `show` prints whichever a checkpoint has.
+STRATEGY_FIELDS = (
+    "strategy",
+    "plan",
+    "step_results",
+    "replans",
+    "route",
+    "trial",
+    "verdict",
+    "lessons",
+)
+
+
+def strategy_lines(fields: dict) -> list[str]:
+    """One line per plan step (with its result when it ran) and per other strategy field."""
+    results = {r.get("step"): r for r in fields.get("step_results", [])}
+    lines = []
+    for key, value in fields.items():
+        if key == "plan":
+            lines += [_plan_line(n, step, results.get(n)) for n, step in enumerate(value, 1)]
+        elif key != "step_results":
+            lines.append(f"{key}: {json.dumps(value, ensure_ascii=False, default=str)}")
+    return lines
+
+
+def _plan_line(number: int, step: dict, result: dict | None) -> str:
+    args = json.dumps(step.get("arguments", {}), ensure_ascii=False)
+    outcome = f" → {result.get('status')}: {str(result.get('result'))[:80]}" if result else ""
+    return f"plan {number}. {step.get('tool')} {args}{outcome}"
 
 
 @app.command()

@@ -165,3 +165,13 @@ def test_chat_with_reflexion_shows_trials_and_verdicts(isolated):
     stderr = result.stderr.decode()
     assert "attempt 1/2" in stderr and "attempt 2/2" in stderr
     assert "✗ evaluation of attempt 1: failure" in stderr and "lesson: read_file failed" in stderr
+
+
+def test_show_prints_a_plan_with_each_step_result():
+    seed("s", "plan", "what is 6 times 7 plus 2")
+    shown = show("s")
+    assert shown["strategy"] == "plan"
+    assert shown["plan"][0]["tool"] == "calculator"
+    assert shown["step_results"][0]["result"] == "44"
+    text = run_cli("show", "-t", "s").stderr.decode()
+    assert 'plan 1. calculator {"expression": "6 * 7 + 2"} → success: 44' in text
