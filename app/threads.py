@@ -5,13 +5,14 @@ from __future__ import annotations
 import uuid
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-
-from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import StateSnapshot
+from typing import TYPE_CHECKING
 
 from app.db.base import Database
 from app.errors import ConfigError
-from graphs.state import unreadable_reason
+
+if TYPE_CHECKING:  # the graph machinery is not needed to list threads (`threads list` stays fast)
+    from langgraph.graph.state import CompiledStateGraph
+    from langgraph.types import StateSnapshot
 
 GREGORIAN_TO_UNIX_100NS = 0x01B21DD213814000
 
@@ -59,6 +60,8 @@ def checkpoint_time(checkpoint_id: str) -> str:
 
 def load_state(graph: CompiledStateGraph, thread_id: str) -> StateSnapshot:
     """The thread's head state, or a clear error when a checkpoint cannot be trusted or decoded."""
+    from graphs.state import unreadable_reason
+
     config = {"configurable": {"thread_id": thread_id}}
     try:
         snapshot = graph.get_state(config)

@@ -162,3 +162,25 @@ def test_tools_lists_every_tool_with_its_schema():
     assert tools["calculator"]["parameters"]["properties"]["expression"]["type"] == "string"
     assert tools["run_python"]["needs_approval"] == "sometimes"
     assert tools["calculator"]["needs_approval"] == "no"
+
+
+LOADED_AFTER = """
+import sys
+from app.cli import app
+try:
+    app(sys.argv[1:], prog_name="waypoint")
+except SystemExit:
+    pass
+print(",".join(m for m in ("langgraph.graph", "langchain_openai", "app.chat") if m in sys.modules))
+"""
+
+
+def test_threads_list_does_not_load_the_graph_machinery():
+    """Listing threads is SQL only: importing LangGraph's graph modules would triple its start-up."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    for command in (["threads", "list"], ["--help"]):
+        result = subprocess.run(
+            [sys.executable, "-c", LOADED_AFTER, *command], capture_output=True, env=env
+        )
+        assert result.returncode == 0, result.stderr.decode()
+        assert result.stdout.decode().splitlines()[-1] == "", (command, result.stdout.decode())
