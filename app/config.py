@@ -15,6 +15,10 @@ from app.errors import ConfigError
 DEFAULT_OPENAI_MODEL = "openai:gpt-4o-mini"
 
 
+# The names in graphs/strategies.py STRATEGIES (kept here so settings load without LangGraph).
+StrategyName = Literal["react", "plan", "reflexion", "routed"]
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="APP_", env_file=".env", extra="ignore")
 
@@ -40,7 +44,7 @@ class Settings(BaseSettings):
     search_backend: Literal["local", "ddgs", "tavily"] = "local"
     weather_backend: Literal["offline", "open-meteo"] = "offline"
     busy_timeout: float = Field(5.0, ge=0)
-    strategy: Literal["react", "plan", "reflexion", "routed"] = "react"
+    strategy: StrategyName = "react"
     max_trials: int = Field(3, ge=1, le=10)
     api_token: SecretStr | None = Field(None, description="bearer token the HTTP server requires")
 

@@ -259,3 +259,14 @@ def test_langgraph_json_points_at_a_factory_without_a_checkpointer():
     graph = getattr(module, name)({"configurable": {}})
     assert graph.checkpointer is None
     assert {"agent", "tools", "retry", "failure_handler", "finalize"} <= set(graph.nodes)
+
+
+def test_a_run_can_choose_the_strategy_and_the_thread_keeps_it(client: TestClient):
+    events = run(client, "st", "what is 6 times 7", if_not_exists="create", strategy="plan")
+    kinds = [kind for kind, _ in events]
+    assert "plan" in kinds and kinds.index("plan") < kinds.index("final")
+    assert [d["node"] for k, d in events if k == "node"] == ["planner", "executor", "synthesizer"]
+    again = run(client, "st", "what is 1 plus 1")  # no strategy: the thread's own
+    assert "plan" in [kind for kind, _ in again]
+    bad = client.post("/threads/st/runs/stream", json={"message": "hi", "strategy": "nope"})
+    assert bad.status_code == 422 and "strategy" in bad.text

@@ -334,3 +334,12 @@ def test_tool_messages_of_each_attempt_answer_their_calls(tools):
     asked = [c["id"] for m in values["messages"] if m.type == "ai" for c in m.tool_calls]
     answered = [m.tool_call_id for m in values["messages"] if isinstance(m, ToolMessage)]
     assert sorted(asked) == sorted(answered)
+
+
+def test_the_settings_know_every_strategy_by_name():
+    from typing import get_args
+
+    from app.config import StrategyName
+    from graphs.strategies import STRATEGIES
+
+    assert set(get_args(StrategyName)) == set(STRATEGIES)

@@ -150,7 +150,8 @@ def _api_routes() -> APIRouter:
         policy = runs.run_policy(settings, body.approve)
         if body.if_not_exists == "reject":
             await run_in_threadpool(_must_exist, settings, thread_id)
-        events = await runs.start(settings, thread_id, policy, runs.turn_job(body.text))
+        job = runs.turn_job(body.text)
+        events = await runs.start(settings, thread_id, policy, job, body.strategy)
         return _event_stream(events)
 
     @api.get("/threads/{thread_id}/history", response_model=schemas.History, tags=["time travel"])

@@ -63,14 +63,21 @@ class RunStream:
             self.detached = True
 
 
-def _work(settings: Settings, thread_id: str, policy: str, job: Job, stream: RunStream) -> None:
+def _work(
+    settings: Settings,
+    thread_id: str,
+    policy: str,
+    job: Job,
+    stream: RunStream,
+    strategy: str | None = None,
+) -> None:
     renderer = EventRenderer(lambda event: stream.put("event", event))
     try:
         with storage.open_saver(settings) as saver, storage.open_user_memory(settings) as memory:
             user = memory_user(settings)
             context = chat.make_context(settings, approval=policy, memory=memory, user=user)
             session = chat.ChatSession(
-                settings, saver, thread_id, context, memory=memory, user=user
+                settings, saver, thread_id, context, memory=memory, user=user, strategy=strategy
             )
             result = job(session, renderer)
             head = storage.index(saver, thread_id).head.checkpoint_id
@@ -82,11 +89,16 @@ def _work(settings: Settings, thread_id: str, policy: str, job: Job, stream: Run
         stream.put("failed", AppError(f"internal error: {type(exc).__name__}; see the server log"))
 
 
-async def start(settings: Settings, thread_id: str, policy: str, job: Job) -> AsyncIterator[bytes]:
-    """Start the run; raise its error if it fails before its first event, else return its SSE."""
+async def start(
+    settings: Settings, thread_id: str, policy: str, job: Job, strategy: str | None = None
+) -> AsyncIterator[bytes]:
+    """Start the run; raise its error if it fails before its first event, else return its SSE.
+    `strategy`: the graph to run (None: the thread's own, see ChatSession)."""
     stream = RunStream(asyncio.get_running_loop())
     worker = threading.Thread(
-        target=_work, args=(settings, thread_id, policy, job, stream), name=f"run-{thread_id}"
+        target=_work,
+        args=(settings, thread_id, policy, job, stream, strategy),
+        name=f"run-{thread_id}",
     )
     worker.start()
     kind, first = await stream.queue.get()

@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from app.config import StrategyName
 from app.errors import UsageError
 from app.store import validate_thread_id
 
@@ -48,6 +49,9 @@ class RunCreate(Strict):
         None, description="risky tool calls; default the server's policy (APP_APPROVE, or never)"
     )
     if_not_exists: Literal["reject", "create"] = "reject"
+    strategy: StrategyName | None = Field(
+        None, description="react | plan | reflexion | routed; default the thread's own (new: react)"
+    )
     assistant_id: str | None = Field(None, description="accepted for LangGraph clients; ignored")
     stream_mode: Any = Field(None, description="accepted for LangGraph clients; ignored")
 
