@@ -89,3 +89,15 @@ def test_chat_streams_an_answer_and_time_travel_moves_the_head(page):  # type: i
     expect(page.locator("#timeline .segment.off .turn", has_text="turn 2")).to_be_visible()
     expect(page.locator("#messages .msg.ai").last).to_contain_text("6 * 7 = 42")
     expect(page.locator("#status")).to_contain_text("rolled back to turn 1")
+
+
+def test_the_page_runs_a_turn_with_the_chosen_strategy(page):  # type: ignore[no-untyped-def]
+    from playwright.sync_api import expect
+
+    page.fill("#new-thread-id", "planned")
+    page.click("#new-thread button")
+    expect(page.locator("#thread-title")).to_have_text("Thread planned")
+    page.select_option("#strategy", "plan")
+    send(page, "what is 6 times 7 plus 2")
+    expect(page.locator(".msg.ai").last).to_contain_text("6 * 7 + 2 = 44")
+    expect(page.locator(".msg.strategy").first).to_contain_text("plan: 1. calculator")

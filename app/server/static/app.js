@@ -171,7 +171,9 @@ $("composer").addEventListener("submit", async (event) => {
   if (!text.trim() || state.busy || !state.thread) return;
   $("message").value = "";
   $("messages").append(messageView({ type: "human", content: text }));
-  await runStream(`/threads/${encodeURIComponent(state.thread)}/runs/stream`, { message: text });
+  const strategy = $("strategy").value;
+  const body = strategy ? { message: text, strategy } : { message: text };
+  await runStream(`/threads/${encodeURIComponent(state.thread)}/runs/stream`, body);
 });
 
 $("message").addEventListener("keydown", (event) => {
@@ -180,6 +182,16 @@ $("message").addEventListener("keydown", (event) => {
     $("composer").requestSubmit();
   }
 });
+
+// What a strategy reports while it works (graphs/plan.py, reflexion.py, router.py), one line each.
+const STRATEGY_EVENTS = {
+  plan: (d) => `${d.replan ? "re-plan" : "plan"}: ${d.steps.join(" · ") || "no tool needed"}`,
+  step_skipped: (d) => `step ${d.step} skipped: ${d.reason}`,
+  trial: (d) => `attempt ${d.trial}/${d.max_trials}`,
+  verdict: (d) => `verdict: ${d.success ? "success" : "failure"} — ${d.reason}`,
+  lesson: (d) => `lesson: ${d.lesson}`,
+  route: (d) => `route: ${d.path}`,
+};
 
 async function runStream(path, body) {
   state.busy = true;
@@ -208,6 +220,7 @@ function showEvent(type, data, answer) {
   else if (type === "tool_result") box.insertBefore(messageView({ type: "tool", ...data }), answer);
   else if (type === "retry") box.insertBefore(el("div", { class: "msg notice" }, `↻ retry ${data.attempt}/${data.max_attempts}: ${data.reason}`), answer);
   else if (type === "notice" || type === "error") box.insertBefore(el("div", { class: `msg ${type}` }, data.text || data.detail), answer);
+  else if (STRATEGY_EVENTS[type]) box.insertBefore(el("div", { class: "msg notice strategy" }, STRATEGY_EVENTS[type](data)), answer);
   else if (type === "final") {
     if (answer.childNodes.length === 1 && data.answer) answer.append(data.answer);
     answer.dataset.status = data.status;
