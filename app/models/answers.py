@@ -213,3 +213,12 @@ def _comparison(difference: str, walk: Any, zh: bool) -> str:
     if zh:
         return f"温差：{warmer}比{colder}暖 {size}（最高气温 {highs}）。"
     return f"Difference: {warmer} is {size} warmer than {colder} (highs {highs})."
+
+
+def json_object(content: object) -> dict | None:
+    """A tool result's JSON object, or None when the result is not one."""
+    try:
+        value = json.loads(str(content))
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None

@@ -258,7 +258,9 @@ def compared_forecasts(walk: _Walk) -> tuple[dict, dict] | None:
     current = [json.loads(text) for _, text in walk.successful("get_weather")]
     if len(current) >= 2:
         return current[0], current[1]
-    earlier = [_json(m.content) for m in walk.earlier_results if m.name == "get_weather"]
+    earlier = [
+        answers.json_object(m.content) for m in walk.earlier_results if m.name == "get_weather"
+    ]
     earlier = [f for f in earlier if f and "high" in f]
     return (earlier[-2], earlier[-1]) if len(earlier) >= 2 else None
 
@@ -279,14 +281,6 @@ def _fact_answer(request: str, earlier: list[str]) -> tuple[str, str, object] | 
         return None
     key, topic = asked
     return key, topic, recall(key, topic, earlier)
-
-
-def _json(content: object) -> dict | None:
-    try:
-        value = json.loads(str(content))
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
 
 
 def _earlier_user_texts(messages: Sequence[BaseMessage]) -> list[str]:

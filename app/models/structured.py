@@ -100,7 +100,7 @@ def _comparison(steps: list[dict], earlier: list[BaseMessage]) -> str | None:
     weather = [n for n, step in enumerate(steps, 1) if step["tool"] == "get_weather"]
     if len(weather) >= 2:
         return f"{{{{step {weather[0]}.high}}}} - {{{{step {weather[1]}.high}}}}"
-    forecasts = [_json(m.content) for m in earlier if isinstance(m, ToolMessage)]
+    forecasts = [answers.json_object(m.content) for m in earlier if isinstance(m, ToolMessage)]
     highs = [f["high"] for f in forecasts if f and "high" in f]
     return f"{highs[-2]} - {highs[-1]}" if len(highs) >= 2 else None
 
@@ -210,14 +210,6 @@ def route_args(messages: list[BaseMessage]) -> dict:
     if not intents and SMALL_TALK.search(request):
         return {"path": "small_talk", "expression": None, "reason": "a greeting or thanks"}
     return {"path": "tools", "expression": None, "reason": "needs the tool loop"}
-
-
-def _json(content: object) -> dict | None:
-    try:
-        value = json.loads(str(content))
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
 
 
 RESPONDERS: dict[str, Callable[[list[BaseMessage]], dict]] = {

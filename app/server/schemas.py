@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from app.config import StrategyName
 from app.errors import UsageError
 from app.store import validate_thread_id
+from app.timetravel import TurnSummary
 
 
 def _thread_id(value: str | None) -> str | None:
@@ -110,18 +111,6 @@ class Checkpoint(BaseModel):
     head: bool = False
 
 
-class Turn(BaseModel):
-    turn: int
-    preview: str
-    status: str
-    steps: int
-    iteration: int
-    retry_count: int
-    tools: list[str]
-    checkpoint_id: str
-    updated_at: str
-
-
 class Segment(BaseModel):
     """A run of checkpoints of one turn; `branches` are the other branches that split off after it."""
 
@@ -139,7 +128,7 @@ class Segment(BaseModel):
 class History(BaseModel):
     thread_id: str
     head: str
-    turns: list[Turn]
+    turns: list[TurnSummary]
     checkpoints: list[Checkpoint]
     tree: list[Segment]
 
