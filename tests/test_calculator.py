@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-import tools.calculator as calculator_module
+import tools.calculator.functions as functions_module
+import tools.calculator.parsing as parsing_module
 from tools.calculator import CalculatorArgs, calculator, evaluate
 from tools.errors import ToolError, ToolInputError, ToolLimitError
 
@@ -27,7 +28,7 @@ def parsed_sources(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         sources.append(source)
         return real_parse(source, *args, **kwargs)
 
-    monkeypatch.setattr(calculator_module.ast, "parse", spy)
+    monkeypatch.setattr(parsing_module.ast, "parse", spy)
     return sources
 
 
@@ -160,7 +161,7 @@ def test_float_overflow_is_a_limit_error(expression: str) -> None:
 def test_large_factorials_are_refused_before_computing(
     expression: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(calculator_module.math, "factorial", _fail_if_called)
+    monkeypatch.setattr(functions_module.math, "factorial", _fail_if_called)
     with pytest.raises(ToolLimitError, match="accepts arguments up to 1000"):
         evaluate(expression)
 

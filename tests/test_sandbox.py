@@ -17,11 +17,11 @@ from tools.sandbox import (
     NOBODY,
     RunResult,
     Sandbox,
-    _limit_from_outcome,
     make_python_tool,
     plan_root,
     setup_script,
 )
+from tools.sandbox.limits import limit_from_outcome
 
 # Small limits keep the file fast; wall clocks are generous because CPU limits count CPU time, which
 # a loaded CI machine hands out slowly.
@@ -461,7 +461,7 @@ def test_tool_refuses_overlong_or_empty_code(sandbox: Sandbox) -> None:
 def test_limit_from_outcome(
     exit_code: int | None, signal: str | None, cpu: float, stderr: str, expected: str | None
 ) -> None:
-    assert _limit_from_outcome(exit_code, signal, cpu, 1, stderr) == expected
+    assert limit_from_outcome(exit_code, signal, cpu, 1, stderr) == expected
 
 
 def test_run_result_ok_needs_exit_0_and_no_limit() -> None:

@@ -1,0 +1,127 @@
+"""The host command that builds the sandbox: setpriv and unshare for the namespaces, the root setup
+script, PID 1's supervisor code and prlimit's rlimits for the user code; and the environment it gets.
+
+Nothing here is imported inside the sandbox: PID 1 gets its code as a ``-c`` string, and the program
+(the isolation probe too) arrives on stdin.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tools.sandbox.limits import KIB
+from tools.sandbox.root import hidden_dirs, plan_root, setup_script
+
+if TYPE_CHECKING:
+    from tools.sandbox.sandbox import Sandbox
+
+ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "LANG": "C.UTF-8", "HOME": "/tmp"}
+
+# PID 1 of the sandbox: starts the user code, reaps orphans, and reports how the code ended on the
+# status fd (a pipe only the host reads). When it exits the kernel kills whatever is left.
+INIT_CODE = r"""
+import os, signal, sys
+fd, err = int(sys.argv[1]), int(sys.argv[2]); argv = sys.argv[3:]
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+os.set_inheritable(fd, False)
+try:
+    with open("/proc/self/uid_map") as f:
+        host_uid = int(f.read().split()[1])
+except (OSError, IndexError, ValueError):
+    host_uid = -1
+os.write(fd, b"ready\n")
+pid = os.fork()
+if pid == 0:
+    try:
+        os.dup2(err, 2)
+        os.closerange(3, fd)
+        os.closerange(fd + 1, 1 << 16)
+        os.execv(argv[0], argv)
+    except BaseException as exc:
+        os.write(fd, ("execfail %s\n" % exc).encode())
+    os._exit(127)
+while True:
+    done, status, usage = os.wait4(-1, 0)
+    if done == pid:
+        break
+cpu = usage.ru_utime + usage.ru_stime
+code = os.waitstatus_to_exitcode(status)
+os.write(fd, ("done %d %.3f %d\n" % (code, cpu, host_uid)).encode())
+"""
+
+
+def sandbox_command(sandbox: Sandbox, status_fd: int, stderr_fd: int) -> list[str]:
+    """The argv that runs a program read from stdin in ``sandbox``; PID 1 reports on ``status_fd``
+    and hands ``stderr_fd`` to the program as its stderr."""
+    python = str(sandbox.python.resolve())
+    outer = [sandbox.setpriv, "--no-new-privs", "--pdeathsig=KILL"]
+    if os.geteuid() == 0:
+        outer += [
+            f"--reuid={sandbox.uid}",
+            f"--regid={sandbox.gid}",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+        ]
+    inodes = max(1024, sandbox.tmpfs_bytes // (4 * KIB))
+    tmp_options = f"size={sandbox.tmpfs_bytes},nr_inodes={inodes},mode=1777,nosuid,nodev"
+    script = setup_script(plan_root(Path(python), hidden_dirs(sandbox.hide)), tmp_options)
+    user_code = [
+        # The code gets a nested user namespace in which it is an ordinary uid: exec as non-root
+        # leaves it no capabilities and no_new_privs (inherited from the host side) forbids
+        # gaining any. The outer root keeps its capabilities until here because mapping itself
+        # into the nested namespace needs CAP_SETFCAP there.
+        sandbox.setpriv,
+        "--no-new-privs",
+        "--inh-caps=-all",
+        "--",
+        sandbox.unshare,
+        "--user",
+        f"--map-user={sandbox.uid}",
+        f"--map-group={sandbox.gid}",
+        "--",
+        sandbox.prlimit,
+        f"--cpu={sandbox.cpu_seconds}:{sandbox.cpu_seconds + 1}",
+        f"--as={sandbox.memory_bytes}",
+        f"--fsize={sandbox.file_size_bytes}",
+        f"--nproc={sandbox.max_processes}",
+        f"--nofile={sandbox.max_open_files}",
+        "--core=0",
+        "--",
+        python,
+        "-I",
+        "-u",
+        "-X",
+        "faulthandler",
+        "-",
+    ]
+    return [
+        *outer,
+        "--",
+        sandbox.unshare,
+        "--user",
+        "--map-root-user",
+        "--mount",
+        "--net",
+        "--pid",
+        "--ipc",
+        "--uts",
+        "--cgroup",
+        "--fork",
+        "--kill-child",
+        "--",
+        "/bin/sh",
+        "-c",
+        script,
+        "waypoint-sandbox",
+        python,
+        "-I",
+        "-S",
+        "-c",
+        INIT_CODE,
+        str(status_fd),
+        str(stderr_fd),
+        *user_code,
+    ]

@@ -1,0 +1,196 @@
+"""Sandbox: the limits and isolation settings of one sandbox, whether isolation works (probed once
+per configuration), and running a program in it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+from tools.errors import ToolError, ToolInputError
+from tools.sandbox.command import ENV, sandbox_command
+from tools.sandbox.limits import KIB, MIB
+from tools.sandbox.outcome import RunResult, SandboxSetupError, read_outcome
+from tools.sandbox.probe import judge_probe, probe_program
+from tools.sandbox.process import Stream, kill_sandbox, pump, reap
+from tools.sandbox.root import hidden_dirs, inside_any
+
+NOBODY = 65534
+_STATUS_BYTES = 16 * KIB
+
+_PROBE_LOCK = threading.Lock()
+_PROBE_CACHE: dict[tuple[object, ...], tuple[bool, str]] = {}
+
+
+class Sandbox:
+    """Runs Python programs isolated from the machine; see RELIABILITY.md, section Tools.
+
+    ``hide`` names extra host directories the code must not see. Only /usr, a few copied /etc files,
+    /dev/{null,zero,full,random,urandom} and the interpreter's prefix are visible at all, so this only
+    matters for directories inside those; the caller's working directory and home are always added.
+    """
+
+    def __init__(
+        self,
+        *,
+        cpu_seconds: int = 5,
+        wall_seconds: float = 10,
+        memory_bytes: int = 512 * MIB,
+        file_size_bytes: int = 16 * MIB,
+        max_processes: int = 32,
+        tmpfs_bytes: int = 32 * MIB,
+        output_bytes: int = 64 * KIB,
+        max_open_files: int = 256,
+        python: str | Path | None = None,
+        hide: Iterable[str | Path] = (),
+        unshare: str = "/usr/bin/unshare",
+        setpriv: str = "/usr/bin/setpriv",
+        prlimit: str = "/usr/bin/prlimit",
+        uid: int = NOBODY,
+        gid: int = NOBODY,
+    ) -> None:
+        for name, value in (
+            ("cpu_seconds", cpu_seconds),
+            ("wall_seconds", wall_seconds),
+            ("memory_bytes", memory_bytes),
+            ("file_size_bytes", file_size_bytes),
+            ("max_processes", max_processes),
+            ("tmpfs_bytes", tmpfs_bytes),
+            ("output_bytes", output_bytes),
+            ("max_open_files", max_open_files),
+        ):
+            if value <= 0:
+                raise ValueError(f"{name} must be positive, got {value}")
+        if uid == 0 or gid == 0:
+            raise ValueError("the sandbox uid and gid must not be 0")
+        self.cpu_seconds = int(cpu_seconds)
+        self.wall_seconds = float(wall_seconds)
+        self.memory_bytes = memory_bytes
+        self.file_size_bytes = file_size_bytes
+        self.max_processes = max_processes
+        self.tmpfs_bytes = tmpfs_bytes
+        self.output_bytes = output_bytes
+        self.max_open_files = max_open_files
+        self.python = Path(python) if python is not None else _default_python()
+        self.hide = tuple(Path(p) for p in hide)
+        self.unshare = unshare
+        self.setpriv = setpriv
+        self.prlimit = prlimit
+        self.uid = uid
+        self.gid = gid
+
+    def available(self) -> tuple[bool, str]:
+        """Probe, once per configuration, that isolation really works: ``(True, "")`` or
+        ``(False, reason)``. The probe runs a program inside and checks what it sees."""
+        key = (self.unshare, self.setpriv, self.prlimit, str(self.python), self.uid, self.gid)
+        with _PROBE_LOCK:
+            if key not in _PROBE_CACHE:
+                _PROBE_CACHE[key] = self._probe()
+            return _PROBE_CACHE[key]
+
+    def run(self, code: str) -> RunResult:
+        """Run ``code`` as a Python 3 program in the sandbox and report how it ended.
+
+        A failing program is a normal result. Raises ToolError when the sandbox is unavailable or
+        cannot be built (nothing was run then), ToolInputError for code that is not valid UTF-8.
+        The wall clock counts from launch, including the sandbox's setup.
+        """
+        ok, reason = self.available()
+        if not ok:
+            raise ToolError(
+                f"code execution is unavailable on this machine: {reason}; nothing was run"
+            )
+        try:
+            return self._execute(_encode(code))[0]
+        except SandboxSetupError as exc:
+            raise ToolError(
+                f"code execution is unavailable on this machine: {exc}; nothing was run"
+            ) from None
+
+    def _probe(self) -> tuple[bool, str]:
+        for tool in (self.unshare, self.setpriv, self.prlimit, "/bin/sh", str(self.python)):
+            if not os.access(tool, os.X_OK):
+                return False, f"{tool} is missing or not executable"
+        try:
+            result, host_uid = self._execute(probe_program(hidden_dirs(self.hide)))
+        except SandboxSetupError as exc:
+            if inside_any(self.python.resolve(), ["/usr"]):
+                return False, str(exc)
+            return False, (
+                f"{exc}; the interpreter {self.python} must be readable by uid {self.uid} "
+                "(Debian's python3 package in /usr/bin is)"
+            )
+        return judge_probe(result, host_uid)
+
+    def _execute(self, code: bytes) -> tuple[RunResult, int | None]:
+        """Run the program; return its result and the host uid the sandbox ran as (from its init)."""
+        status_r, status_w = os.pipe()
+        stderr_r, stderr_w = os.pipe()
+        started = time.monotonic()
+        try:
+            try:
+                proc = subprocess.Popen(
+                    sandbox_command(self, status_w, stderr_w),
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,  # setup and util-linux diagnostics, not the program's
+                    pass_fds=(status_w, stderr_w),
+                    env=dict(ENV),
+                    cwd="/",
+                    start_new_session=True,
+                )
+            except OSError as exc:
+                raise SandboxSetupError(f"could not start {self.setpriv}: {exc}") from None
+            finally:
+                os.close(status_w)
+                os.close(stderr_w)
+            with proc:
+                assert proc.stdin and proc.stdout and proc.stderr
+                cap = self.output_bytes
+                streams = {
+                    "stdout": Stream(proc.stdout.fileno(), cap, kill_on_overflow=True),
+                    "stderr": Stream(stderr_r, cap, kill_on_overflow=True),
+                    "status": Stream(status_r, _STATUS_BYTES),
+                    "diagnostics": Stream(proc.stderr.fileno(), _STATUS_BYTES),
+                }
+                try:
+                    killed_for = pump(proc, code, streams, started + self.wall_seconds)
+                except BaseException:  # e.g. KeyboardInterrupt: never leave the sandbox running
+                    kill_sandbox(proc)
+                    raise
+                finally:
+                    reap(proc)
+        finally:
+            os.close(status_r)
+            os.close(stderr_r)
+        duration = time.monotonic() - started
+        return read_outcome(
+            streams,
+            killed_for,
+            duration,
+            cpu_limit=self.cpu_seconds,
+            wall_seconds=self.wall_seconds,
+        )
+
+
+def _default_python() -> Path:
+    """The distribution's interpreter if there is one (it lives in /usr, which the sandbox shows),
+    else the base interpreter of the running Python (its prefix is bound read-only)."""
+    system = Path("/usr/bin/python3")
+    if os.access(system, os.X_OK):
+        return system
+    return Path(getattr(sys, "_base_executable", None) or sys.executable)
+
+
+def _encode(code: str) -> bytes:
+    try:
+        return code.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ToolInputError(
+            "code contains characters that cannot be encoded as UTF-8 (lone surrogates); "
+            "remove them and try again"
+        ) from None
