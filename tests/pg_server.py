@@ -19,7 +19,9 @@ from pathlib import Path
 PG_BIN_DIRS = sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True)
 SUPERUSER = "waypoint"
 PASSWORD = "pg-Secret-7f3a"  # tests assert this never reaches any output
-UNPRIVILEGED = "nobody"
+# The cluster's own system user: not `nobody`, which the run_python sandbox uses (its tests count
+# every process of that user, and PostgreSQL starts workers at any moment).
+UNPRIVILEGED = "waypoint-pg"
 
 
 class PostgresUnavailable(Exception):
@@ -77,6 +79,26 @@ def _gid() -> int:
     return pwd.getpwnam(UNPRIVILEGED).pw_gid
 
 
+def _ensure_user() -> None:
+    """Create the cluster's system user once (as root; initdb refuses to run as root)."""
+    try:
+        pwd.getpwnam(UNPRIVILEGED)
+    except KeyError:
+        subprocess.run(
+            [
+                "useradd",
+                "--system",
+                "--no-create-home",
+                "--shell",
+                "/usr/sbin/nologin",
+                UNPRIVILEGED,
+            ],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+
+
 def _run_as_owner(args: list[str], *, check: bool = True) -> subprocess.CompletedProcess:
     result = subprocess.run(
         [*_owner_prefix(), *args], capture_output=True, text=True, timeout=120, cwd="/"
@@ -91,6 +113,7 @@ def start_cluster() -> Cluster:
     bin_dir = find_bin_dir()
     root = Path(tempfile.mkdtemp(prefix="waypoint-pg-"))
     if os.geteuid() == 0:
+        _ensure_user()
         os.chown(root, pwd.getpwnam(UNPRIVILEGED).pw_uid, _gid())
     (pwfile := root / "pw").write_text(PASSWORD + "\n")
     if os.geteuid() == 0:
