@@ -201,7 +201,7 @@ def _one_shot(
     *,
     created: bool,
 ) -> int:
-    from app import chat as chat_service
+    from app import context as run_context
     from app.chat import ChatSession, TurnInterrupted
     from app.memory import memory_user, open_memory
     from app.render import ConsoleRenderer, JsonlRenderer
@@ -222,7 +222,7 @@ def _one_shot(
         open_memory(settings) as memory,
     ):
         user = memory_user(settings)
-        context = chat_service.make_context(
+        context = run_context.make_context(
             settings, approval=policy, memory=memory, user=user, extra_tools=extra_tools
         )
         session = ChatSession(settings, saver, thread_id, context, memory=memory, user=user)
@@ -356,8 +356,8 @@ def list_tools(
     """List every tool the agent can call, with its description and JSON schema."""
     from langchain_core.utils.function_calling import convert_to_openai_tool
 
-    from app.chat import make_context
     from app.cli_mcp import open_mcp_tools
+    from app.context import make_context
     from app.memory import memory_user, open_memory
     from graphs.approvals import risk_of
 

@@ -385,6 +385,7 @@ def replay(
 ) -> None:
     """Re-execute the graph from a checkpoint on a new branch, streaming like `chat`."""
     from app import chat as chat_service
+    from app import context as run_context
     from app.render import ConsoleRenderer, JsonlRenderer
     from app.timetravel import state_at
     from app.workspace_sync import restore_workspace
@@ -403,7 +404,7 @@ def replay(
             for line in report.lines():
                 err.print(f"workspace: {line}", markup=False)
         session = chat_service.ChatSession(
-            t.settings, t.saver, thread, chat_service.make_context(t.settings)
+            t.settings, t.saver, thread, run_context.make_context(t.settings)
         )
         renderer = JsonlRenderer(out) if jsonl else ConsoleRenderer(out, err, debug=state["debug"])
         try:

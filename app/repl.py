@@ -11,8 +11,9 @@ from prompt_toolkit.key_binding import KeyBindings
 from rich.console import Console
 
 from app.approval_ui import ask_approval
-from app.chat import Approver, ChatSession, TurnInterrupted, make_context, new_thread_id
+from app.chat import Approver, ChatSession, TurnInterrupted, new_thread_id
 from app.config import Settings
+from app.context import make_context
 from app.errors import AppError, UsageError
 from app.memory import memory_user, open_memory
 from app.models.offline import OFFLINE_NOTICE

@@ -49,8 +49,8 @@ class Waypoint:
     this version has long-term memory, the memory store; the run context uses the bench model."""
 
     def __init__(self, db_path: Path, stack: contextlib.ExitStack) -> None:
-        from app.chat import make_context
         from app.config import load_settings
+        from app.context import make_context
         from app.store import open_checkpointer
 
         self.settings = load_settings(db=db_path, workspace=db_path.parent / "workspace")
@@ -113,7 +113,8 @@ class GraphRunner:
     def turn(self, text: str, thread_id: str | None = None) -> None:
         from langchain_core.messages import HumanMessage
 
-        from app.chat import PREVIEW_CHARS, STREAM_MODES
+        from app.chat import PREVIEW_CHARS
+        from app.worker import STREAM_MODES
         from graphs.messages import new_message_id
         from graphs.state import turn_input
 

@@ -13,8 +13,9 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from rich.console import Console
 
-from app.chat import ChatSession, make_context
+from app.chat import ChatSession
 from app.config import load_settings
+from app.context import make_context
 from app.models.offline import OfflineChatModel
 from app.render import JsonlRenderer
 from app.store import open_checkpointer

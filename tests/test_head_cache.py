@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from langchain_core.messages import AIMessage
 
-from app.chat import ChatSession, make_context
+from app.chat import ChatSession
 from app.config import load_settings
+from app.context import make_context
 from app.render import JsonlRenderer
 from app.store import open_checkpointer
 from app.threads import load_state

@@ -7,8 +7,9 @@ import json
 
 from rich.console import Console
 
-from app.chat import ChatSession, make_context
+from app.chat import ChatSession
 from app.config import load_settings
+from app.context import make_context
 from app.render import JsonlRenderer
 from app.store import open_checkpointer
 from tests.conftest import run_cli

@@ -15,7 +15,7 @@ from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, Too
 from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from app.chat import SYSTEM_PROMPT
+from app.context import SYSTEM_PROMPT
 from app.models import make_chat_model
 from app.store import open_checkpointer
 from graphs.builder import build_graph, recursion_limit

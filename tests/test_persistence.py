@@ -15,8 +15,9 @@ from pathlib import Path
 import ormsgpack
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from app.chat import ChatSession, make_context
+from app.chat import ChatSession
 from app.config import load_settings
+from app.context import make_context
 from app.store import open_checkpointer
 from tests.conftest import REPO, run_cli
 from tests.db_helpers import execute

@@ -9,8 +9,9 @@ import json
 import pytest
 from rich.console import Console
 
-from app.chat import ChatSession, make_context
+from app.chat import ChatSession
 from app.config import load_settings
+from app.context import make_context
 from app.memory import open_memory
 from app.render import ConsoleRenderer, JsonlRenderer
 from app.store import open_checkpointer

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from app.chat import ChatSession, make_context
+from app.chat import ChatSession
 from app.config import load_settings
+from app.context import make_context
 from app.render import JsonlRenderer
 from app.store import open_checkpointer, open_database
 from app.timetravel import CheckpointIndex

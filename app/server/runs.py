@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 from app import chat
+from app import context as run_context
 from app.config import Settings
 from app.errors import AppError, UsageError
 from app.memory import memory_user
@@ -75,7 +76,7 @@ def _work(
     try:
         with storage.open_saver(settings) as saver, storage.open_user_memory(settings) as memory:
             user = memory_user(settings)
-            context = chat.make_context(settings, approval=policy, memory=memory, user=user)
+            context = run_context.make_context(settings, approval=policy, memory=memory, user=user)
             session = chat.ChatSession(
                 settings, saver, thread_id, context, memory=memory, user=user, strategy=strategy
             )

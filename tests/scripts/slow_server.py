@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 
-import app.chat
+import app.context
 from app.__main__ import main
 from app.models.offline import OfflineChatModel
 
@@ -44,7 +44,7 @@ def slow_context(settings, model=None, **options):  # type: ignore[no-untyped-de
     return dataclasses.replace(context, tools=[*context.tools, slow_step])
 
 
-real_make_context = app.chat.make_context
-app.chat.make_context = slow_context
+real_make_context = app.context.make_context
+app.context.make_context = slow_context
 sys.argv = ["app", "serve", *sys.argv[2:]]
 main()

@@ -1,0 +1,86 @@
+"""A graph run in a worker thread, its events handed to the caller's thread through a queue.
+
+The caller (the terminal) stays free to receive Ctrl-C at once, even while a tool blocks. When the
+caller stops consuming, the worker stops at its next event, so the step it was in is never committed
+as the thread's head; the caller then closes the interrupted turn itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import signal
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from langgraph.graph.state import CompiledStateGraph
+
+from app.head import CHECKPOINTS_MODE
+
+STREAM_MODES = ["updates", "messages", "custom"]  # what renderers see
+POLL_SECONDS = 0.2  # how long the consumer waits on the queue before checking again
+
+
+def stream_in_worker(
+    graph: CompiledStateGraph,
+    graph_input: Any,
+    config: dict,
+    context: Any,
+    name: str,
+    **options: Any,
+) -> Iterator[tuple[str, Any]]:
+    """(mode, payload) events of one run: the renderers' modes plus the thread's own checkpoints."""
+    events: queue.Queue = queue.Queue()
+    cancelled = threading.Event()
+
+    def produce() -> None:
+        try:
+            # subgraphs=True: a strategy's tool-loop subgraph streams its tokens and cards too.
+            for namespace, mode, payload in graph.stream(
+                graph_input,
+                config,
+                context=context,
+                stream_mode=[*STREAM_MODES, CHECKPOINTS_MODE],
+                durability="sync",
+                subgraphs=True,
+                **options,
+            ):
+                if cancelled.is_set():
+                    return
+                if namespace and mode == CHECKPOINTS_MODE:
+                    continue  # a subgraph's own checkpoints are never the thread's head
+                events.put(("event", (mode, payload)))
+        except BaseException as exc:  # handed to the consumer, which re-raises it
+            events.put(("error", exc))
+        else:
+            events.put(("done", None))
+
+    threading.Thread(target=produce, name=name, daemon=True).start()
+    try:
+        while True:
+            try:
+                kind, item = events.get(timeout=POLL_SECONDS)
+            except queue.Empty:
+                continue
+            if kind == "done":
+                return
+            if kind == "error":
+                raise item
+            yield item
+    finally:
+        cancelled.set()
+
+
+@contextlib.contextmanager
+def sigint_ignored() -> Iterator[None]:
+    """A second Ctrl-C must not interrupt the write that makes the thread consistent again."""
+    try:
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
