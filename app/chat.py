@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from langchain_core.messages import AIMessage, HumanMessage, ToolCall
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolCall
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, StateSnapshot
@@ -27,7 +28,7 @@ from app.memory import (
 from app.render import Renderer
 from app.store import lock_thread, validate_thread_id
 from app.threads import load_state
-from app.worker import sigint_ignored, stream_in_worker
+from app.worker import RunCancelled, sigint_ignored, stream_in_worker
 from graphs.builder import recursion_limit
 from graphs.messages import cancelled_results, dangling_tool_calls, new_message_id
 from graphs.state import AgentContext
@@ -109,6 +110,9 @@ class ChatSession:
         )
         self.graph: CompiledStateGraph = self.strategy.build(saver)
         self.head = HeadCache(self.graph, self.thread_id)
+        # Set from another thread (the HTTP server's cancel route) to stop the running turn the
+        # way Ctrl-C does, once the step in progress has finished.
+        self.stop = threading.Event()
 
     @property
     def config(self) -> dict:
@@ -339,7 +343,7 @@ class ChatSession:
                 self.head.observe(mode, payload)
                 if mode != CHECKPOINTS_MODE:
                     renderer.event(mode, payload)
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, RunCancelled):
             with sigint_ignored():
                 self._close_interrupted(renderer.partial_answer())
             raise TurnInterrupted(
@@ -365,7 +369,13 @@ class ChatSession:
     ) -> Iterator[tuple[str, Any]]:
         """The run's events from a worker thread (Ctrl-C reaches the user at once; see app/worker)."""
         return stream_in_worker(
-            self.graph, graph_input, config, self.context, f"turn-{self.thread_id}", **options
+            self.graph,
+            graph_input,
+            config,
+            self.context,
+            f"turn-{self.thread_id}",
+            stop=self.stop,
+            **options,
         )
 
     def _result(self, turn: int, head: StateSnapshot | None = None) -> TurnResult:
@@ -393,11 +403,24 @@ class ChatSession:
         return load_state(self.graph, self.thread_id)
 
     def _close_interrupted(self, partial: str) -> None:
+        # get_state shows what the stopped step finished (its pending writes); update_state does
+        # not apply them, so those messages are written again with the close.
         messages = self.graph.get_state(self.config).values.get("messages", [])
-        closing = list(cancelled_results(dangling_tool_calls(messages), "interrupted by the user"))
+        closing = [
+            *self._finished_but_uncommitted(),
+            *cancelled_results(dangling_tool_calls(messages), "interrupted by the user"),
+        ]
         if partial.strip():
             closing.append(AIMessage(content=f"{partial} […interrupted]", id=new_message_id("ai")))
         self._close(closing)
+
+    def _finished_but_uncommitted(self) -> list[BaseMessage]:
+        """Messages that tasks of the stopped step wrote before it could be checkpointed."""
+        saved = self.graph.checkpointer.get_tuple(self.config)
+        writes = saved.pending_writes if saved is not None else []
+        values = [value for _, channel, value in writes or [] if channel == "messages"]
+        flat = [m for value in values for m in (value if isinstance(value, list) else [value])]
+        return [m for m in flat if isinstance(m, BaseMessage)]
 
     def _close(self, messages: list) -> None:
         """Written as if `finalize` ran (its only edge is to END, so no step stays pending), under

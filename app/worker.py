@@ -19,6 +19,12 @@ from langgraph.graph.state import CompiledStateGraph
 from app.head import CHECKPOINTS_MODE
 
 STREAM_MODES = ["updates", "messages", "custom"]  # what renderers see
+
+
+class RunCancelled(Exception):
+    """The run was asked to stop (`stop` was set) and its worker has stopped."""
+
+
 POLL_SECONDS = 0.2  # how long the consumer waits on the queue before checking again
 
 
@@ -28,9 +34,12 @@ def stream_in_worker(
     config: dict,
     context: Any,
     name: str,
+    stop: threading.Event | None = None,
     **options: Any,
 ) -> Iterator[tuple[str, Any]]:
-    """(mode, payload) events of one run: the renderers' modes plus the thread's own checkpoints."""
+    """(mode, payload) events of one run: the renderers' modes plus the thread's own checkpoints.
+    Setting `stop` (from another thread) ends the run at the step in progress: the worker is waited
+    for, so nothing of the run is written after RunCancelled is raised."""
     events: queue.Queue = queue.Queue()
     cancelled = threading.Event()
 
@@ -56,9 +65,14 @@ def stream_in_worker(
         else:
             events.put(("done", None))
 
-    threading.Thread(target=produce, name=name, daemon=True).start()
+    worker = threading.Thread(target=produce, name=name, daemon=True)
+    worker.start()
     try:
         while True:
+            if stop is not None and stop.is_set():
+                cancelled.set()
+                worker.join()
+                raise RunCancelled
             try:
                 kind, item = events.get(timeout=POLL_SECONDS)
             except queue.Empty:

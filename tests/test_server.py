@@ -48,6 +48,7 @@ def test_health_page_and_openapi_list_every_route(client: TestClient):
         "/threads",
         "/threads/{thread_id}",
         "/threads/{thread_id}/runs/stream",
+        "/threads/{thread_id}/runs/cancel",
         "/threads/{thread_id}/history",
         "/threads/{thread_id}/rollback",
         "/threads/{thread_id}/fork",

@@ -89,3 +89,39 @@ def test_serve_requires_the_token_from_app_api_token(tmp_path, monkeypatch: pyte
         assert httpx.get(f"{base}/threads", timeout=10).status_code == 401
         authorized = {"Authorization": "Bearer tok-1"}
         assert httpx.get(f"{base}/threads", headers=authorized, timeout=10).status_code == 200
+
+
+def test_a_cancelled_run_stops_after_its_step_and_leaves_the_thread_consistent(server: str):
+    assert httpx.post(f"{server}/threads/stop/runs/cancel", timeout=10).status_code == 404
+    events: list[tuple[str, dict]] = []
+
+    def slow_run() -> None:
+        body = {"message": "do the slow step", "if_not_exists": "create"}
+        with httpx.stream("POST", f"{server}/threads/stop/runs/stream", json=body, timeout=60) as r:
+            events.extend(sse_events(r.iter_lines()))
+
+    first = threading.Thread(target=slow_run)
+    first.start()
+    deadline = time.monotonic() + 20
+    while "tool_call" not in [kind for kind, _ in events]:
+        assert time.monotonic() < deadline, f"no tool_call event; saw {events}"
+        time.sleep(0.02)
+    cancelled = httpx.post(f"{server}/threads/stop/runs/cancel", timeout=10)
+    assert cancelled.status_code == 202 and cancelled.json()["status"] == "cancelling"
+    first.join(timeout=30)
+
+    kind, end = events[-1]
+    assert kind == "end" and end["status"] == "cancelled"
+    assert "final" not in [kind for kind, _ in events]
+    assert any("cancelled" in data.get("text", "") for kind, data in events if kind == "notice")
+    messages = httpx.get(f"{server}/threads/stop", timeout=10).json()["messages"]
+    called = {c["id"] for m in messages for c in m.get("tool_calls", [])}
+    answered = {m["tool_call_id"] for m in messages if m["type"] == "tool"}
+    assert called == answered  # the open call was closed, not left dangling
+    history = httpx.get(f"{server}/threads/stop/history", timeout=10).json()
+    assert [t["status"] for t in history["turns"]] == ["cancelled"]
+    assert end["head"] == history["head"]  # nothing of the stopped run was written after the close
+
+    after = post_run(server, "stop", "what is 2 plus 3")
+    assert after.status_code == 200 and '"status": "answered"' in after.text
+    assert httpx.post(f"{server}/threads/stop/runs/cancel", timeout=10).status_code == 404

@@ -39,10 +39,16 @@ def browser_or_skip():  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def page(tmp_path: Path):  # type: ignore[no-untyped-def]
+def slow_seconds() -> float:
+    """How long the server's `slow_step` tool blocks (tests that need time to click override it)."""
+    return 0.1
+
+
+@pytest.fixture
+def page(tmp_path: Path, slow_seconds: float):  # type: ignore[no-untyped-def]
     sync_playwright = browser_or_skip()
     args = ("--db", str(tmp_path / "db" / "agent.sqlite"), "--workspace", str(tmp_path / "ws"))
-    with running_server(tmp_path, 0.1, *args) as base, sync_playwright() as playwright:
+    with running_server(tmp_path, slow_seconds, *args) as base, sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         try:
             page = browser.new_page()
@@ -101,3 +107,20 @@ def test_the_page_runs_a_turn_with_the_chosen_strategy(page):  # type: ignore[no
     send(page, "what is 6 times 7 plus 2")
     expect(page.locator(".msg.ai").last).to_contain_text("6 * 7 + 2 = 44")
     expect(page.locator(".msg.strategy").first).to_contain_text("plan: 1. calculator")
+
+
+@pytest.mark.parametrize("slow_seconds", [2.0])
+def test_stop_ends_a_running_turn_and_the_chat_goes_on(page):  # type: ignore[no-untyped-def]
+    from playwright.sync_api import expect
+
+    page.fill("#new-thread-id", "stopped")
+    page.click("#new-thread button")
+    expect(page.locator("#thread-title")).to_have_text("Thread stopped")
+    send(page, "do the slow step")
+    expect(page.locator(".msg.call").last).to_contain_text("slow_step")
+    page.click("#stop")
+    expect(page.locator(".msg.notice").last).to_contain_text("cancelled")
+    expect(page.locator("#stop")).to_be_hidden()
+    expect(page.locator("#timeline .segment.head .turn")).to_have_text("turn 1")
+    send(page, "what is 2 plus 3")
+    expect(page.locator(".msg.ai").last).to_contain_text("2 + 3 = 5")

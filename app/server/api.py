@@ -35,6 +35,7 @@ def create_app(settings: Settings, api_token: str | None = None) -> FastAPI:
         description="A LangGraph agent whose every step is a durable checkpoint.",
     )
     app.state.settings = settings
+    app.state.active_runs = runs.ActiveRuns()
     app.add_exception_handler(AppError, _app_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.include_router(_api_routes(), dependencies=[Depends(_bearer(api_token))])
@@ -151,8 +152,25 @@ def _api_routes() -> APIRouter:
         if body.if_not_exists == "reject":
             await run_in_threadpool(_must_exist, settings, thread_id)
         job = runs.turn_job(body.text)
-        events = await runs.start(settings, thread_id, policy, job, body.strategy)
+        active = request.app.state.active_runs
+        events = await runs.start(settings, thread_id, policy, job, active, body.strategy)
         return _event_stream(events)
+
+    @api.post(
+        "/threads/{thread_id}/runs/cancel",
+        status_code=202,
+        response_model=schemas.Cancelled,
+        tags=["runs"],
+    )
+    def cancel_run(request: Request, thread_id: ThreadId) -> dict:
+        """Stop the thread's running turn after its current step, as Ctrl-C does in the terminal
+        (the run's stream then ends with status `cancelled`). Only runs of this server process."""
+        if not request.app.state.active_runs.cancel(thread_id):
+            raise NotFoundError(
+                f"no run is in progress on thread {thread_id} in this server; "
+                "a run started through another server must be cancelled there"
+            )
+        return {"thread_id": thread_id, "status": "cancelling"}
 
     @api.get("/threads/{thread_id}/history", response_model=schemas.History, tags=["time travel"])
     def history(
@@ -193,7 +211,8 @@ def _api_routes() -> APIRouter:
         settings = request.app.state.settings
         policy = runs.run_policy(settings, body.approve)
         await run_in_threadpool(_must_exist, settings, thread_id)
-        events = await runs.start(settings, thread_id, policy, runs.replay_job(settings, body))
+        job = runs.replay_job(settings, body)
+        events = await runs.start(settings, thread_id, policy, job, request.app.state.active_runs)
         return _event_stream(events)
 
     return api

@@ -8,10 +8,11 @@ the run finishes in the background under the thread's lock, so the thread stays 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 
 from app import chat
@@ -54,6 +55,7 @@ class RunStream:
     queue: asyncio.Queue = field(default_factory=asyncio.Queue)
     detached: bool = False
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    stop: threading.Event = field(default_factory=threading.Event)
 
     def put(self, kind: str, item: object) -> None:
         if self.detached:
@@ -64,12 +66,42 @@ class RunStream:
             self.detached = True
 
 
+class ActiveRuns:
+    """The runs this server process is executing, by thread, so a request can stop one."""
+
+    def __init__(self) -> None:
+        self._stops: dict[str, threading.Event] = {}
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def track(self, thread_id: str, stop: threading.Event) -> Iterator[None]:
+        """Register a run for its duration; a second run on the thread (about to get 409) does
+        not replace the first."""
+        with self._lock:
+            mine = self._stops.setdefault(thread_id, stop) is stop
+        try:
+            yield
+        finally:
+            if mine:
+                with self._lock:
+                    del self._stops[thread_id]
+
+    def cancel(self, thread_id: str) -> bool:
+        """Ask the thread's run to stop; False when this process runs nothing on it."""
+        with self._lock:
+            stop = self._stops.get(thread_id)
+        if stop is not None:
+            stop.set()
+        return stop is not None
+
+
 def _work(
     settings: Settings,
     thread_id: str,
     policy: str,
     job: Job,
     stream: RunStream,
+    active: ActiveRuns,
     strategy: str | None = None,
 ) -> None:
     renderer = EventRenderer(lambda event: stream.put("event", event))
@@ -80,9 +112,11 @@ def _work(
             session = chat.ChatSession(
                 settings, saver, thread_id, context, memory=memory, user=user, strategy=strategy
             )
-            result = job(session, renderer)
+            session.stop = stream.stop
+            with active.track(thread_id, stream.stop):
+                status = _run_job(job, session, renderer)
             head = storage.index(saver, thread_id).head.checkpoint_id
-        stream.put("end", {"thread_id": thread_id, "head": head, "status": result.status})
+        stream.put("end", {"thread_id": thread_id, "head": head, "status": status})
     except AppError as exc:
         stream.put("failed", exc)
     except Exception as exc:  # a bug: logged with its traceback, reported without it
@@ -90,15 +124,29 @@ def _work(
         stream.put("failed", AppError(f"internal error: {type(exc).__name__}; see the server log"))
 
 
+def _run_job(job: Job, session: chat.ChatSession, renderer: EventRenderer) -> str:
+    """The run's final status; a cancelled run was closed like a turn stopped with Ctrl-C."""
+    try:
+        return job(session, renderer).status
+    except chat.TurnInterrupted:
+        renderer.notice("the run was cancelled; the thread was closed after the step in progress")
+        return "cancelled"
+
+
 async def start(
-    settings: Settings, thread_id: str, policy: str, job: Job, strategy: str | None = None
+    settings: Settings,
+    thread_id: str,
+    policy: str,
+    job: Job,
+    active: ActiveRuns,
+    strategy: str | None = None,
 ) -> AsyncIterator[bytes]:
     """Start the run; raise its error if it fails before its first event, else return its SSE.
     `strategy`: the graph to run (None: the thread's own, see ChatSession)."""
     stream = RunStream(asyncio.get_running_loop())
     worker = threading.Thread(
         target=_work,
-        args=(settings, thread_id, policy, job, stream, strategy),
+        args=(settings, thread_id, policy, job, stream, active, strategy),
         name=f"run-{thread_id}",
     )
     worker.start()

@@ -185,3 +185,8 @@ class GraphView(BaseModel):
     mermaid: str
     nodes: list[dict]
     edges: list[dict]
+
+
+class Cancelled(BaseModel):
+    thread_id: str
+    status: Literal["cancelling"]

@@ -193,9 +193,19 @@ const STRATEGY_EVENTS = {
   route: (d) => `route: ${d.path}`,
 };
 
+$("stop").addEventListener("click", async () => {
+  try {
+    await api("POST", `/threads/${encodeURIComponent(state.thread)}/runs/cancel`);
+    setStatus("stopping after the current step…");
+  } catch (error) {
+    setStatus(error.message, "error");
+  }
+});
+
 async function runStream(path, body) {
   state.busy = true;
   $("send").disabled = true;
+  $("stop").hidden = false;
   setStatus("running…");
   const answer = el("div", { class: "msg ai streaming", "data-testid": "streaming" }, el("span", { class: "role" }, "agent"));
   $("messages").append(answer);
@@ -208,6 +218,7 @@ async function runStream(path, body) {
   } finally {
     state.busy = false;
     $("send").disabled = false;
+    $("stop").hidden = true;
     answer.classList.remove("streaming");
     await Promise.all([loadTimeline(), loadThreads()]);
   }

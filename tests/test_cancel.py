@@ -1,0 +1,82 @@
+"""Stopping a running turn from another thread (the server's cancel route): the run ends after the
+step in progress, what that step finished is kept, open calls are closed, and nothing of the run is
+written after the close."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import threading
+import time
+
+import pytest
+from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.tools import tool
+
+from app.chat import ChatSession, TurnInterrupted
+from app.config import load_settings
+from app.context import make_context
+from app.render import JsonlRenderer
+from app.store import open_checkpointer
+from graphs.messages import dangling_tool_calls
+from tests.fakes import ScriptedChatModel, call
+
+
+class _Sink:
+    file = io.StringIO()
+
+
+def slow_session(saver, started: threading.Event, seconds: float, script: list) -> ChatSession:
+    @tool
+    def slow_step(label: str) -> str:
+        """Take a while (test tool)."""
+        started.set()
+        time.sleep(seconds)
+        return f"finished {label}"
+
+    settings = load_settings()
+    context = make_context(settings, ScriptedChatModel(script=script))
+    return ChatSession(settings, saver, "t", dataclasses.replace(context, tools=[slow_step]))
+
+
+def stop_when(event: threading.Event, session: ChatSession, delay: float = 0.1) -> None:
+    def stopper() -> None:
+        event.wait(timeout=20)
+        time.sleep(delay)
+        session.stop.set()
+
+    threading.Thread(target=stopper, daemon=True).start()
+
+
+def test_stop_during_a_tool_keeps_its_result_and_closes_the_turn():
+    started = threading.Event()
+    slow_call = AIMessage("", tool_calls=[call("slow_step", {"label": "A"}, "slow-1")])
+    with open_checkpointer(load_settings().db) as saver:
+        session = slow_session(saver, started, 0.8, [slow_call, "second answer"])
+        stop_when(started, session)
+        with pytest.raises(TurnInterrupted):
+            session.run_turn("go", JsonlRenderer(_Sink()))
+        head = session.graph.get_state(session.config)
+        messages = head.values["messages"]
+        assert head.next == () and head.values["status"] == "cancelled"
+        assert not dangling_tool_calls(messages)
+        assert isinstance(messages[-1], ToolMessage) and messages[-1].content == "finished A"
+        closed_at = head.config["configurable"]["checkpoint_id"]
+        time.sleep(0.3)  # the stopped worker writes nothing more
+        assert session.graph.get_state(session.config).config["configurable"]["checkpoint_id"] == (
+            closed_at
+        )
+
+        session.stop.clear()
+        result = session.run_turn("again", JsonlRenderer(_Sink()))
+        assert result.status == "answered" and result.answer == "second answer"
+
+
+def test_a_stop_before_the_turn_starts_closes_it_at_once():
+    with open_checkpointer(load_settings().db) as saver:
+        session = slow_session(saver, threading.Event(), 0, ["unused"])
+        session.stop.set()
+        with pytest.raises(TurnInterrupted):
+            session.run_turn("go", JsonlRenderer(_Sink()))
+        head = session.graph.get_state(session.config)
+        assert head.values["status"] == "cancelled" and head.next == ()
