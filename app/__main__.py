@@ -6,9 +6,9 @@ import os
 import sys
 import threading
 
-import click
 import typer
-from typer._click import exceptions as typer_click  # typer vendors its own click
+from rich.markup import escape
+from typer._click import exceptions as typer_click  # typer (>= 0.29) vendors its own click
 
 
 def main() -> None:
@@ -18,20 +18,22 @@ def main() -> None:
     try:
         code = app(standalone_mode=False)
     except AppError as exc:
-        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         code = exc.exit_status
-    except (click.exceptions.Exit, typer.Exit) as exc:
+    except typer.Exit as exc:
         code = exc.exit_code
-    except (click.ClickException, typer_click.ClickException) as exc:
+    except typer_click.ClickException as exc:
         exc.show()
         code = exc.exit_code
-    except (click.exceptions.Abort, typer.Abort, KeyboardInterrupt):
+    except (typer.Abort, KeyboardInterrupt):
         err.print("[yellow]interrupted[/yellow]")
         code = ExitStatus.INTERRUPTED
     except Exception as exc:
         if state["debug"]:
             raise
-        err.print(f"[red]internal error:[/red] {type(exc).__name__}: {exc} (run with --debug)")
+        err.print(
+            f"[red]internal error:[/red] {type(exc).__name__}: {escape(str(exc))} (run with --debug)"
+        )
         code = ExitStatus.RUN_FAILED
     leave(int(code or 0))
 

@@ -184,3 +184,31 @@ def test_threads_list_does_not_load_the_graph_machinery():
         )
         assert result.returncode == 0, result.stderr.decode()
         assert result.stdout.decode().splitlines()[-1] == "", (command, result.stdout.decode())
+
+
+WITHOUT_MODULE = """
+import sys
+sys.modules[sys.argv[1]] = None  # as if the extra that provides it were not installed
+sys.argv = ["app", *sys.argv[2:]]
+from app.__main__ import main
+main()
+"""
+
+
+def test_a_missing_extra_is_named_with_its_install_command():
+    env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "200"}
+    cases = [
+        ("uvicorn", ["serve", "--port", "0"], "serve"),
+        ("psycopg", ["threads", "list", "--db", "postgresql://u@127.0.0.1:1/x"], "postgres"),
+    ]
+    for module, args, extra in cases:
+        result = subprocess.run(
+            [sys.executable, "-c", WITHOUT_MODULE, module, *args],
+            capture_output=True,
+            env=env,
+            timeout=60,
+        )
+        stderr = result.stderr.decode()
+        assert result.returncode == 3, stderr
+        assert f"pip install -e '.[{extra}]'" in stderr  # brackets printed, not read as markup
+        assert "Traceback" not in stderr

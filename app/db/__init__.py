@@ -13,6 +13,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from app.db.base import Database
 from app.db.location import DatabaseLocation, parse_location
+from app.errors import ConfigError
 
 DbRef = str | Path | DatabaseLocation
 _OPEN: weakref.WeakKeyDictionary[BaseCheckpointSaver, Database] = weakref.WeakKeyDictionary()
@@ -27,7 +28,7 @@ def open_database(db: DbRef, busy_timeout: float = 5.0) -> Iterator[Database]:
     """The database at `db`, set up (tables, migrations) and closed again at the end."""
     location = as_location(db)
     if location.is_postgres:
-        from app.db.postgres import open_postgres as opener
+        opener = _postgres_opener()
     else:
         from app.db.sqlite import open_sqlite
 
@@ -40,6 +41,17 @@ def open_database(db: DbRef, busy_timeout: float = 5.0) -> Iterator[Database]:
             yield database
         finally:
             _OPEN.pop(database.saver, None)
+
+
+def _postgres_opener():  # type: ignore[no-untyped-def]
+    try:
+        from app.db.postgres import open_postgres
+    except ImportError as exc:  # the [postgres] extra is not installed
+        raise ConfigError(
+            f"PostgreSQL support is not installed ({exc.name} is missing); install it with: "
+            "pip install -e '.[postgres]'"
+        ) from None
+    return open_postgres
 
 
 def database_of(saver: BaseCheckpointSaver) -> Database:
