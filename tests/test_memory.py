@@ -603,3 +603,13 @@ def test_cli_errors_through_the_real_entry_point():
     assert result.returncode == 2
     assert result.stdout == b""
     assert result.stderr.decode().startswith("error: invalid user '../etc'")
+
+
+def test_bm25_survives_rows_added_between_its_count_and_its_frequencies():
+    """On PostgreSQL the total and the term frequencies are separate statements: another process may
+    add rows in between, so a frequency can exceed the total; the score must still be a number."""
+    from tools.memory_index import _bm25
+
+    score = _bm25(["paris", "weather"], ["paris"], {"paris": 5}, total=2, average_length=2.0)
+    assert score > 0
+    assert score == _bm25(["paris", "weather"], ["paris"], {"paris": 2}, 2, 2.0)

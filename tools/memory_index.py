@@ -187,7 +187,9 @@ def _bm25(
         tf = counts.get(term, 0)
         if not tf:
             continue
-        n = frequency.get(term, 0)
+        # The count and the frequencies are separate statements: rows added in between by another
+        # process could make n exceed the total (and the logarithm's argument negative).
+        n = min(frequency.get(term, 0), total)
         idf = max(math.log((total - n + 0.5) / (n + 0.5)), 1e-6)  # floored as in FTS5
         score += idf * tf * (BM25_K1 + 1) / (tf + BM25_K1 * length_norm)
     return score
