@@ -26,6 +26,8 @@ def servers(pg_server, tmp_path_factory: pytest.TempPathFactory):
         running_server(second, SLOW_SECONDS, *_args(url, second)) as b,
     ):
         yield a, b
+    for tmp in (first, second):  # shown when a test failed: what the servers logged
+        print(f"--- {tmp.name}/server.log ---\n{(tmp / 'server.log').read_text()[-4000:]}")
     pg_server.drop_database(url)
 
 
