@@ -25,10 +25,10 @@ from tools.mcp import (
     McpDependencyError,
     McpToolset,
     ServerSpec,
-    _tool_names,
     load_mcp_config,
     load_mcp_tools,
 )
+from tools.mcp.loader import _tool_names
 
 needs_mcp = pytest.mark.skipif(
     not all(importlib.util.find_spec(m) for m in ("mcp", "langchain_mcp_adapters")),
