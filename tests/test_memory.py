@@ -608,7 +608,7 @@ def test_cli_errors_through_the_real_entry_point():
 def test_bm25_survives_rows_added_between_its_count_and_its_frequencies():
     """On PostgreSQL the total and the term frequencies are separate statements: another process may
     add rows in between, so a frequency can exceed the total; the score must still be a number."""
-    from tools.memory_index import _bm25
+    from tools.memory.index import _bm25
 
     score = _bm25(["paris", "weather"], ["paris"], {"paris": 5}, total=2, average_length=2.0)
     assert score > 0

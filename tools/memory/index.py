@@ -1,6 +1,6 @@
 """The search index of long-term memory, one per backend: an FTS5 table (`memory_fts`) in SQLite, a
 terms table (`memory_terms`, GIN-indexed) in PostgreSQL. Both rank with BM25 over the same terms
-(`tools.memory.index_terms`) and return (key, score) with higher scores more relevant."""
+(`tools.memory.text.index_terms`) and return (key, score) with higher scores more relevant."""
 
 from __future__ import annotations
 

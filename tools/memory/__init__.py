@@ -1,0 +1,57 @@
+"""Long-term memory across threads: per-user facts (and experiences) in LangGraph's SqliteStore or
+PostgresStore, with a BM25 search index in the same database, and the remember/recall tools.
+
+Modules: ``store`` (MemoryStore), ``item`` (MemoryItem, user labels), ``text`` (cleaning, dedupe
+keys, index and query terms), ``index`` (the FTS5 / PostgreSQL term index), ``connection`` (the
+SQLite connection) and ``tool`` (the tools). Every public name is importable from here.
+"""
+
+from tools.memory.connection import connect
+from tools.memory.index import Fts5Index, MemoryIndex, PostgresTermIndex
+from tools.memory.item import USER_ID, Kind, MemoryItem, user_label
+from tools.memory.store import MAX_FACT_CHARS, MAX_MEMORIES_PER_USER, POSTGRES_URL, MemoryStore
+from tools.memory.text import (
+    MAX_INDEX_CHARS,
+    MAX_QUERY_TERMS,
+    STOPWORDS,
+    clean_text,
+    fact_key,
+    index_terms,
+    query_terms,
+)
+from tools.memory.tool import (
+    MAX_RECALL,
+    RecallArgs,
+    RememberArgs,
+    format_recall,
+    make_memory_tools,
+    memory_errors_as_tool_errors,
+)
+
+__all__ = [
+    "MAX_FACT_CHARS",
+    "MAX_INDEX_CHARS",
+    "MAX_MEMORIES_PER_USER",
+    "MAX_QUERY_TERMS",
+    "MAX_RECALL",
+    "POSTGRES_URL",
+    "STOPWORDS",
+    "USER_ID",
+    "Fts5Index",
+    "Kind",
+    "MemoryIndex",
+    "MemoryItem",
+    "MemoryStore",
+    "PostgresTermIndex",
+    "RecallArgs",
+    "RememberArgs",
+    "clean_text",
+    "connect",
+    "fact_key",
+    "format_recall",
+    "index_terms",
+    "make_memory_tools",
+    "memory_errors_as_tool_errors",
+    "query_terms",
+    "user_label",
+]

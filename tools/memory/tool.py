@@ -1,0 +1,81 @@
+"""The remember and recall tools: their argument models, the recall list the model reads, and a
+busy database turned into a ToolError."""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import Iterator, Sequence
+
+from langchain_core.tools import BaseTool, StructuredTool
+from pydantic import BaseModel, Field
+
+from tools.errors import ToolError, ToolInputError
+from tools.memory.item import MemoryItem, user_label
+from tools.memory.store import MAX_FACT_CHARS, MemoryStore
+from tools.memory.text import clean_text
+
+MAX_RECALL = 20
+
+
+@contextlib.contextmanager
+def memory_errors_as_tool_errors() -> Iterator[None]:
+    """A database held by another writer past the busy timeout is for the model to work around."""
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        if "locked" not in str(exc) and "busy" not in str(exc):
+            raise
+        raise ToolError(
+            "long-term memory is busy (another Waypoint process is writing to it); "
+            "try again in a moment, or carry on without it"
+        ) from exc
+
+
+class RememberArgs(BaseModel):
+    fact: str = Field(
+        description="One self-contained fact in plain words, e.g. 'The user's favourite colour "
+        f"is teal' (at most {MAX_FACT_CHARS} characters)."
+    )
+
+
+class RecallArgs(BaseModel):
+    query: str = Field(description="Words to look for, e.g. 'favourite colour'.")
+    limit: int = Field(default=5, ge=1, le=MAX_RECALL, description="At most this many facts.")
+
+
+def format_recall(query: str, items: Sequence[MemoryItem]) -> str:
+    """A numbered list, best first, e.g. '1. The user's favourite colour is teal (saved 2025-01-31)'."""
+    if not items:
+        shown = clean_text(query)
+        shown = shown if len(shown) <= 80 else shown[:79] + "…"
+        return f"nothing remembered about '{shown}'"
+    return "\n".join(
+        f"{n}. {item.text} (saved {item.created_at:%Y-%m-%d})" for n, item in enumerate(items, 1)
+    )
+
+
+def make_memory_tools(store: MemoryStore, user: str) -> list[BaseTool]:
+    """Build the remember and recall tools, bound to ``user``'s long-term memory in ``store``."""
+    user_label(user)
+
+    def remember(fact: str) -> str:
+        """Save a fact to long-term memory so it is available in later conversations and threads."""
+        with memory_errors_as_tool_errors():
+            item = store.remember(user, fact)
+        return f"{'already remembered' if item.existing else 'remembered'}: {item.text}"
+
+    def recall(query: str, limit: int = 5) -> str:
+        """Search long-term memory for facts saved in earlier conversations."""
+        if not clean_text(query):
+            raise ToolInputError(
+                "the query is empty; give words to look for, e.g. 'favourite colour'"
+            )
+        with memory_errors_as_tool_errors():
+            items = store.recall(user, query, limit)
+        return format_recall(query, items)
+
+    return [
+        StructuredTool.from_function(remember, args_schema=RememberArgs),
+        StructuredTool.from_function(recall, args_schema=RecallArgs),
+    ]
