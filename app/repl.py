@@ -188,7 +188,7 @@ class Repl:
             self.err.print(f"[red]error:[/red] {exc}")
 
     def _history(self) -> None:
-        from app.cli_time import history_table
+        from app.render_time import history_table
         from app.timetravel import CheckpointIndex, turn_history
 
         thread = self.session.thread_id
