@@ -260,7 +260,12 @@ def rollback(
     undone = _turns_after(index, kept_turns)
     graph.update_state(
         {
-            "configurable": {"thread_id": thread_id, "checkpoint_id": target.checkpoint_id},
+            # checkpoint_ns: LangGraph's copy of a thread's first checkpoint (no parent) needs it.
+            "configurable": {
+                "thread_id": thread_id,
+                "checkpoint_ns": "",
+                "checkpoint_id": target.checkpoint_id,
+            },
             "metadata": {
                 "turn": target.turn,
                 "preview": target.preview,

@@ -80,6 +80,23 @@ def test_a_rollback_can_itself_be_rolled_back(database: str):
     assert [m["content"] for m in head_messages("rr")][-1] == "2 + 2 = 4"
 
 
+def test_rollback_to_the_very_first_checkpoint_works_and_the_thread_goes_on(database: str):
+    """The thread's first checkpoint has no parent; copying it needs the full config (a crash once)."""
+    seed("first", "what is 1 plus 1", "what is 2 plus 2")
+    first = _oldest_checkpoint("first")
+    result = run_cli("rollback", "-t", "first", "--checkpoint", first)
+    assert result.returncode == 0, result.stderr.decode()
+    assert head_messages("first") == []
+    assert run_cli("chat", "-t", "first", "-m", "what is 5 plus 5").returncode == 0
+    contents = [m["content"] for m in head_messages("first")]
+    assert contents[0] == "what is 5 plus 5" and contents[-1] == "5 + 5 = 10"
+
+
+def _oldest_checkpoint(thread: str) -> str:
+    rows = json.loads(run_cli("history", "-t", thread, "--all", "--json").stdout)
+    return rows[-1]["checkpoint_id"]  # newest first
+
+
 def test_rollback_restores_workspace_files_and_does_not_clobber_edited_ones(
     isolated: Path, database: str
 ):
