@@ -236,7 +236,7 @@ class ChatSession:
 
     def replay(self, checkpoint_id: str, renderer: Renderer, approve: ReplayConfirm) -> TurnResult:
         """Re-execute the graph from a checkpoint: a new branch whose model and tools run again.
-        Before a tools step with side effects, `approve` decides; a refusal closes the branch."""
+        Before tools with side effects run again, `approve` decides (see the two ways below)."""
         with lock_thread(self.settings.db, self.thread_id):
             start = self.graph.get_state(
                 {"configurable": {"thread_id": self.thread_id, "checkpoint_id": checkpoint_id}}
@@ -254,36 +254,58 @@ class ChatSession:
                 **config,
                 "configurable": {**config["configurable"], "checkpoint_id": checkpoint_id},
             }
-            graph_config = first
-            gate = self._replay_gate()
-            while True:
-                self._drive(None, graph_config, renderer, turn, interrupt_before=[gate])
-                head = self.graph.get_state(self.config)
-                if head.next != (gate,):
-                    break
-                calls = self.strategy.gate_calls(head.values)
-                risky = [c for c in calls if c["name"] in SIDE_EFFECT_TOOLS]
-                if risky and not approve(risky):
-                    self._close(
-                        cancelled_results(
-                            dangling_tool_calls(head.values["messages"]),
-                            "replay stopped before re-running it",
-                        )
-                    )
-                    renderer.notice(
-                        "replay stopped before re-running " + ", ".join(c["name"] for c in risky)
-                    )
-                    break
-                graph_config = config
+            if self.strategy.replay_gate is None:
+                self._replay_asking(first, config, renderer, turn, approve)
+            else:
+                self._replay_gated(first, config, renderer, turn, approve)
             return self._finish(turn, renderer)
 
-    def _replay_gate(self) -> str:
-        if self.strategy.replay_gate is None:
-            raise UsageError(
-                f"replay cannot yet stop before the tools of a '{self.strategy.name}' turn; fork "
-                f"the thread at that checkpoint and send the message again instead"
-            )
-        return self.strategy.replay_gate
+    def _replay_gated(
+        self, first: dict, config: dict, renderer: Renderer, turn: int, approve: ReplayConfirm
+    ) -> None:
+        """Stop before each step of the strategy's gate node (react: `tools`) whose calls have
+        side effects; a refusal closes the branch there."""
+        gate = self.strategy.replay_gate
+        graph_config = first
+        while True:
+            self._drive(None, graph_config, renderer, turn, interrupt_before=[gate])
+            head = self.graph.get_state(self.config)
+            if head.next != (gate,):
+                return
+            calls = self.strategy.gate_calls(head.values)
+            risky = [c for c in calls if c["name"] in SIDE_EFFECT_TOOLS]
+            if risky and not approve(risky):
+                self._close(
+                    cancelled_results(
+                        dangling_tool_calls(head.values["messages"]),
+                        "replay stopped before re-running it",
+                    )
+                )
+                renderer.notice(
+                    "replay stopped before re-running " + ", ".join(c["name"] for c in risky)
+                )
+                return
+            graph_config = config
+
+    def _replay_asking(
+        self, first: dict, config: dict, renderer: Renderer, turn: int, approve: ReplayConfirm
+    ) -> None:
+        """Strategies whose tools run inside a subgraph (reflexion, routed): every call of a tool
+        with side effects pauses for approval there, and `approve` answers; a refused call is
+        answered "not run" and the run goes on with that."""
+        base = self.context
+        self.context = dataclasses.replace(
+            base, approval="ask", confirm_tools=frozenset(SIDE_EFFECT_TOOLS)
+        )
+        try:
+            self._drive(None, first, renderer, turn)
+            while calls := self.pending_approval():
+                allowed = approve([_as_tool_call(c) for c in calls])
+                action, note = ("approve", "") if allowed else ("reject", "the replay was refused")
+                decisions = {c["id"]: {"action": action, "note": note} for c in calls}
+                self._drive(Command(resume=decisions), config, renderer, turn)
+        finally:
+            self.context = base
 
     def pending_step(self) -> str | None:
         """What an interrupted run left unfinished (its next node and open tool calls), if anything."""
@@ -432,3 +454,9 @@ class ChatSession:
             {"messages": messages, "status": "cancelled"},
             as_node="finalize",
         )
+
+
+def _as_tool_call(question: dict) -> ToolCall:
+    return ToolCall(
+        name=question["name"], args=question["args"], id=question["id"], type="tool_call"
+    )

@@ -26,15 +26,25 @@ def risk_of(tool: BaseTool, args: dict) -> str | None:
     return check(args) if callable(check) else None
 
 
+REPLAY_REASON = "has side effects and would run again in a replay"
+
+
 def review_calls(
-    calls: Sequence[ToolCall], tools_by_name: dict[str, BaseTool], policy: ApprovalPolicy
+    calls: Sequence[ToolCall],
+    tools_by_name: dict[str, BaseTool],
+    policy: ApprovalPolicy,
+    confirm: frozenset[str] = frozenset(),
 ) -> tuple[list[ToolCall], list[ToolMessage]]:
-    """(calls to run — possibly with edited arguments —, results for the calls refused)."""
+    """(calls to run — possibly with edited arguments —, results for the calls refused). Calls of
+    the tools named in `confirm` need approval whatever their arguments (a replay sets it)."""
     risky = {
         call["id"]: reason
         for call in calls
         if call["name"] in tools_by_name
         and (reason := risk_of(tools_by_name[call["name"]], call["args"]))
+    }
+    risky |= {
+        c["id"]: REPLAY_REASON for c in calls if c["name"] in confirm and c["id"] not in risky
     }
     if not risky or policy == "auto":
         return list(calls), []

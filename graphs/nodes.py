@@ -87,7 +87,9 @@ def tools(state: AgentState, runtime: Runtime[AgentContext]) -> dict:
     """Run every call of the last AI message; any failed call makes this step a tool error."""
     context = runtime.context
     request = state["messages"][-1]
-    allowed, refused = review_calls(request.tool_calls, context.tools_by_name, context.approval)
+    allowed, refused = review_calls(
+        request.tool_calls, context.tools_by_name, context.approval, context.confirm_tools
+    )
     results = run_tool_calls(
         request.model_copy(update={"tool_calls": allowed}),
         context.tools_by_name,

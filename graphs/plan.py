@@ -145,7 +145,9 @@ def executor(state: PlanState, runtime: Runtime[AgentContext]) -> dict:
         runtime.stream_writer({"type": "step_skipped", "step": number, "reason": str(exc)})
         return {"step_results": [*results, skipped]}
     call = ToolCall(name=step["tool"], args=arguments, id=_call_id(state, number), type="tool_call")
-    allowed, refused = review_calls([call], context.tools_by_name, context.approval)
+    allowed, refused = review_calls(
+        [call], context.tools_by_name, context.approval, context.confirm_tools
+    )
     request = AIMessage(content="", tool_calls=[call], id=new_message_id("ai"))
     ran = run_tool_calls(
         request.model_copy(update={"tool_calls": allowed}),

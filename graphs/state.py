@@ -87,6 +87,8 @@ class AgentContext:
     max_seconds: float | None = None
     max_tokens_per_turn: int | None = None
     approval: Literal["ask", "auto", "never"] = "auto"
+    # Tools whose every call needs approval (a replay of a strategy whose tools run in a subgraph).
+    confirm_tools: frozenset[str] = frozenset()
     max_trials: int = 3  # reflexion: attempts per turn
     sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
     clock: Callable[[], float] = field(default=time.time, repr=False)

@@ -29,7 +29,8 @@ class Strategy:
     turn_reset: Mapping[str, Any] = field(default_factory=dict)
     # Nodes that run the tool loop as a subgraph (drawn as a second diagram).
     subgraph_nodes: tuple[str, ...] = ()
-    # The node before which `replay` asks about re-running side-effect tools (None: no gate),
+    # The node before which `replay` asks about re-running side-effect tools (None: the calls are
+    # asked one by one through the approval interrupt, for tools that run inside a subgraph),
     # and the calls that node is about to run.
     replay_gate: str | None = None
     gate_calls: Callable[[dict], list[ToolCall]] = lambda values: []

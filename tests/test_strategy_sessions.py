@@ -176,3 +176,35 @@ def test_show_prints_a_plan_with_each_step_result():
     assert shown["step_results"][0]["result"] == "44"
     text = run_cli("show", "-t", "s").stderr.decode()
     assert 'plan 1. calculator {"expression": "6 * 7 + 2"} → success: 44' in text
+
+
+@pytest.mark.parametrize("strategy", ["reflexion", "routed"])
+def test_replay_in_a_subgraph_strategy_asks_before_a_side_effect_runs_again(strategy: str):
+    settings = load_settings()
+    settings.workspace.mkdir(parents=True, exist_ok=True)
+    seed("w", strategy, "write hello to notes.txt")
+    notes = settings.workspace / "notes.txt"
+    assert notes.read_text() == "hello"
+    notes.unlink()  # writing it again creates it: no risk by its arguments, but a side effect
+    with open_checkpointer(settings.db) as saver:
+        session = ChatSession(settings, saver, "w", make_context(settings))
+        oldest_first = reversed(list(session.graph.get_state_history(session.config)))
+        start = next(  # the turn's first step: the attempt (reflexion) or the route (routed)
+            s
+            for s in oldest_first
+            if s.metadata.get("turn") == 1 and s.next not in {(), ("__start__",)}
+        )
+        asked: list[list[dict]] = []
+
+        def refuse(calls):  # type: ignore[no-untyped-def]
+            asked.append(calls)
+            return False
+
+        session.replay(start.config["configurable"]["checkpoint_id"], quiet(), refuse)
+        assert [c["name"] for c in asked[0]] == ["write_file"]
+        assert not notes.exists()  # refused: not written again
+        messages = session.graph.get_state(session.config).values["messages"]
+        assert any("not run" in str(m.content) for m in messages if m.type == "tool")
+
+        session.replay(start.config["configurable"]["checkpoint_id"], quiet(), lambda calls: True)
+    assert notes.read_text() == "hello"  # confirmed: written again
