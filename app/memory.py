@@ -93,13 +93,13 @@ def _open_postgres_memory(location: DatabaseLocation) -> Iterator[MemoryStore]:
 
     from app.db.pg_connect import connect as connect_postgres
     from app.db.pg_connect import connection_error
-    from app.db.pg_setup import setup_lock
+    from app.db.pg_setup import migrate_once
 
     connection = connect_postgres(location)
     try:
         try:
-            with setup_lock(connection):  # the store's first migrations, one process at a time
-                memory = MemoryStore(connection)
+            memory = MemoryStore(connection)
+            migrate_once(connection, "memory", location.url, memory.migrate)
         except psycopg.Error as exc:
             raise connection_error(location, exc) from None
         yield memory

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from tests.conftest import REPO, run_cli
+from tests.fakes import TOOL_NAMES
 
 
 def test_one_shot_answers_on_stdout_and_shows_tool_cards_on_stderr():
@@ -147,14 +148,7 @@ def test_tools_lists_every_tool_with_its_schema():
     assert result.returncode == 0, result.stderr.decode()
     tools = {t["name"]: t for t in json.loads(result.stdout)}
     assert set(tools) >= {
-        "calculator",
-        "get_weather",
-        "read_file",
-        "write_file",
-        "edit_file",
-        "list_files",
-        "current_time",
-        "run_python",
+        *TOOL_NAMES,
         "web_search",
         "remember",
         "recall",

@@ -9,11 +9,23 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 SETUP_LOCK_KEY = 0x5761_7970_6F69_6E74  # "Waypoint"
 POLL_SECONDS = 0.05
+# (what, database URL) whose migrations this process has run: a server opens the database for every
+# request, and the migrations need only run once.
+_MIGRATED: set[tuple[str, str]] = set()
+
+
+def migrate_once(connection: Any, what: str, url: str, migrate: Callable[[], None]) -> None:
+    """Run `migrate` under the setup lock, unless this process already did for this database."""
+    if (what, url) in _MIGRATED:
+        return
+    with setup_lock(connection):
+        migrate()
+    _MIGRATED.add((what, url))
 
 
 @contextlib.contextmanager

@@ -29,7 +29,7 @@ from app.db.base import (
 from app.db.location import DatabaseLocation
 from app.db.pg_connect import connect, connection_error
 from app.db.pg_lock import dead_writers, ensure_writers_table
-from app.db.pg_setup import setup_lock
+from app.db.pg_setup import migrate_once
 
 TURN = "CASE WHEN jsonb_typeof(metadata -> 'turn') = 'number' THEN (metadata ->> 'turn')::numeric::bigint END"
 LIST_THREADS_SQL = f"""
@@ -84,7 +84,7 @@ def open_postgres(location: DatabaseLocation) -> Iterator[PostgresDatabase]:
     try:
         saver = PostgresSaver(conn, serde=strict_serializer())
         try:
-            _setup(conn, saver)
+            migrate_once(conn, "checkpoints", location.url, lambda: _setup(conn, saver))
         except psycopg.Error as exc:
             raise connection_error(location, exc) from None
         yield PostgresDatabase(location, saver)
@@ -93,10 +93,9 @@ def open_postgres(location: DatabaseLocation) -> Iterator[PostgresDatabase]:
 
 
 def _setup(conn: psycopg.Connection, saver: PostgresSaver) -> None:
-    """Run the saver's migrations, one process at a time (two first runs would collide)."""
-    with setup_lock(conn):
-        saver.setup()
-        ensure_writers_table(conn)
+    """The saver's migrations and the writers table."""
+    saver.setup()
+    ensure_writers_table(conn)
 
 
 class PostgresDatabase(Database):

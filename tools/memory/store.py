@@ -64,8 +64,13 @@ class MemoryStore:
         # Serialises compound writes (check, index, put) within this process; across processes
         # identical facts map to identical keys and rowids, so racing writers converge.
         self._writing = threading.RLock()
-        if not isinstance(connection, sqlite3.Connection):
-            self.store.setup()  # the opener serialises first runs across processes
+        if isinstance(connection, sqlite3.Connection):
+            self._create_index()
+        # On PostgreSQL the opener calls `migrate`, once per process and one process at a time.
+
+    def migrate(self) -> None:
+        """Create or upgrade the store's tables and the ranking index (PostgreSQL)."""
+        self.store.setup()
         self._create_index()
 
     def _create_index(self) -> None:
@@ -87,7 +92,10 @@ class MemoryStore:
         else:
             connection = connect(Path(path), busy_timeout)
         try:
-            yield cls(connection)
+            memory = cls(connection)
+            if not isinstance(connection, sqlite3.Connection):
+                memory.migrate()  # one caller at a time; app.memory's opener serialises processes
+            yield memory
         finally:
             connection.close()
 
