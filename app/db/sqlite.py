@@ -27,7 +27,6 @@ from app.db.location import DatabaseLocation
 from app.db.sqlite_lock import dead_writer, lock_dir
 from app.errors import ConfigError
 
-SQLITE_HEADER = b"SQLite format 3\x00"
 CHECKPOINT_BYTES = "IFNULL(LENGTH(checkpoint), 0) + IFNULL(LENGTH(CAST(metadata AS BLOB)), 0)"
 WRITE_BYTES = "IFNULL(LENGTH(value), 0)"
 LIST_THREADS_SQL = """
@@ -88,19 +87,20 @@ def connect(path: Path, busy_timeout: float) -> sqlite3.Connection:
 
 
 def check_file(path: Path) -> None:
+    """Create a new file private (0600); leave an existing one to SQLite, which refuses a file that
+    is not a database (SQLITE_NOTADB) without writing to it.
+
+    The file is never opened here once it exists: closing any descriptor of a file drops every
+    POSIX lock this process holds on it, including the one SQLite keeps for a WAL connection, and a
+    peer process would then delete the -wal/-shm files under our feet (RELIABILITY.md)."""
     if path.is_dir():
         raise ConfigError(f"database path {path} is a directory; pass a file path with --db")
     if path.exists():
-        with open(path, "rb") as handle:
-            header = handle.read(len(SQLITE_HEADER))
-        if header and header != SQLITE_HEADER:
-            raise ConfigError(
-                f"{path} is not a Waypoint database (not SQLite); it was left untouched. "
-                "Pass another file with --db or APP_DB"
-            )
         return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        # O_EXCL: only a file this call created is opened (and closed), and no connection of this
+        # process can hold a lock on a file that did not exist.
         os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
     except FileExistsError:
         pass
@@ -114,7 +114,12 @@ def database_error(path: Path, exc: sqlite3.DatabaseError) -> ConfigError:
         return ConfigError(f"the database {path} is read-only; make it writable or use --db")
     if "locked" in text or "busy" in text:
         return ConfigError(f"the database {path} is locked by another process; try again")
-    if "malformed" in text or "not a database" in text:
+    if "not a database" in text:
+        return ConfigError(
+            f"{path} is not a Waypoint database (not SQLite, or damaged); it was left untouched. "
+            "Pass another file with --db or APP_DB"
+        )
+    if "malformed" in text:
         return ConfigError(
             f"the database {path} is damaged ({text}); it was left untouched. "
             "Restore a backup or pass another file with --db"
