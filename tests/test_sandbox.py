@@ -3,8 +3,12 @@ outlives a call, and the tool refuses (never falls back) when isolation cannot b
 
 from __future__ import annotations
 
+import ctypes
 import json
+import os
 import socket
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,11 +21,15 @@ from tools.sandbox import (
     NOBODY,
     RunResult,
     Sandbox,
+    SandboxSetupError,
     make_python_tool,
     plan_root,
     setup_script,
 )
 from tools.sandbox.limits import limit_from_outcome
+from tools.sandbox.seccomp import keyring_filter
+
+REPO = Path(__file__).resolve().parent.parent
 
 # Small limits keep the file fast; wall clocks are generous because CPU limits count CPU time, which
 # a loaded CI machine hands out slowly.
@@ -370,6 +378,203 @@ time.sleep(600)
     assert processes_with(marker) == []
 
 
+# --- kernel objects shared with the host ----------------------------------------------------------
+
+# The keyring syscalls' numbers, kept here rather than taken from the code under test.
+KEYRING_SYSCALLS = {
+    "x86_64": {"add_key": 248, "request_key": 249, "keyctl": 250},
+    "aarch64": {"add_key": 217, "request_key": 218, "keyctl": 219},
+}
+KEYCTL_GET_KEYRING_ID, KEYCTL_JOIN_SESSION_KEYRING, KEYCTL_UNLINK = 0, 1, 9
+KEY_SPEC_SESSION_KEYRING, KEY_SPEC_USER_SESSION_KEYRING = -3, -5
+IPC_CREAT, IPC_EXCL, IPC_RMID = 0o1000, 0o2000, 0
+
+LIBC = ctypes.CDLL(None, use_errno=True)
+LIBC.syscall.restype = ctypes.c_long
+
+
+def keyring_syscall(name: str, *args: object) -> int:
+    number = KEYRING_SYSCALLS[os.uname().machine][name]
+    result = LIBC.syscall(ctypes.c_long(number), *args)
+    if result < 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"{name}: {os.strerror(errno)}")
+    return result
+
+
+@pytest.fixture
+def host_key() -> Iterator[tuple[int, str, str]]:
+    """A "user" key in this process's session keyring: (serial, description, payload)."""
+    session = keyring_syscall("keyctl", KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING, 0)
+    user_session = keyring_syscall(
+        "keyctl", KEYCTL_GET_KEYRING_ID, KEY_SPEC_USER_SESSION_KEYRING, 0
+    )
+    if session == user_session:  # no session keyring of its own: the user's default stands in
+        keyring_syscall("keyctl", KEYCTL_JOIN_SESSION_KEYRING, None)
+    description = f"waypoint-test-{uuid.uuid4().hex}".encode()
+    payload = f"SECRET-KEY-{uuid.uuid4().hex}".encode()
+    serial = keyring_syscall(
+        "add_key", b"user", description, payload, len(payload), KEY_SPEC_SESSION_KEYRING
+    )
+    yield serial, description.decode(), payload.decode()
+    keyring_syscall("keyctl", KEYCTL_UNLINK, serial, KEY_SPEC_SESSION_KEYRING)
+
+
+def test_host_session_keyring_is_out_of_reach(
+    sandbox: Sandbox, host_key: tuple[int, str, str]
+) -> None:
+    serial, description, payload = host_key
+    numbers = dict(KEYRING_SYSCALLS[os.uname().machine])
+    if os.uname().machine == "x86_64":  # the same call through the x32 ABI
+        numbers["x32 keyctl"] = 0x40000000 | numbers["keyctl"]
+    code = f"""
+import ctypes, errno, json
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+NR = {numbers!r}
+buf = ctypes.create_string_buffer(4096)
+def call(name, *args):
+    n = libc.syscall(NR[name], *args)
+    return errno.errorcode[ctypes.get_errno()] if n < 0 else [n, buf.raw[: min(n, 64)].decode("latin-1")]
+print(json.dumps({{
+    "read @s": call("keyctl", 11, -3, buf, 4096),
+    "search @s": call("keyctl", 10, -3, b"user", {description!r}.encode(), 0),
+    "read key": call("keyctl", 11, {serial}, buf, 4096),
+    "join": call("keyctl", 1, None),
+    "add_key": call("add_key", b"user", b"planted", b"x", 1, -3),
+    "request_key": call("request_key", b"user", {description!r}.encode(), None, 0),
+    **({{"x32 read @s": call("x32 keyctl", 11, -3, buf, 4096)}} if "x32 keyctl" in NR else {{}}),
+}}))
+print(open("/proc/keys").read())
+"""
+    result = sandbox.run(code)
+    assert payload not in result.stdout and description not in result.stdout
+    report = json.loads(result.stdout.splitlines()[0])
+    assert report == dict.fromkeys(report, "EPERM")
+    assert result.exit_code == 0
+
+
+def test_host_abstract_unix_socket_is_unreachable(sandbox: Sandbox) -> None:
+    name = f"\0waypoint-test-{uuid.uuid4().hex}"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+        server.bind(name)
+        server.listen()
+        code = f"""
+import socket
+with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+    try:
+        client.connect({name!r})
+        print("CONNECTED")
+    except OSError as exc:
+        print(type(exc).__name__)
+print({name[1:]!r} in open("/proc/net/unix").read())
+"""
+        result = sandbox.run(code)
+        server.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            server.accept()
+    assert result.stdout == "ConnectionRefusedError\nFalse\n"
+
+
+@pytest.fixture
+def host_sysv_objects() -> Iterator[tuple[int, int, int]]:
+    """A shared memory segment and a message queue anyone may use: (key, shm id, queue id)."""
+    key = uuid.uuid4().int & 0x3FFFFFFF
+    LIBC.shmget.argtypes = [ctypes.c_int, ctypes.c_size_t, ctypes.c_int]
+    shm_id = LIBC.shmget(key, 4096, IPC_CREAT | IPC_EXCL | 0o666)
+    queue_id = LIBC.msgget(key, IPC_CREAT | IPC_EXCL | 0o666)
+    try:
+        assert shm_id >= 0 and queue_id >= 0, os.strerror(ctypes.get_errno())
+        yield key, shm_id, queue_id
+    finally:
+        if shm_id >= 0:
+            LIBC.shmctl(shm_id, IPC_RMID, None)
+        if queue_id >= 0:
+            LIBC.msgctl(queue_id, IPC_RMID, None)
+
+
+def test_host_sysv_ipc_objects_are_invisible(
+    sandbox: Sandbox, host_sysv_objects: tuple[int, int, int]
+) -> None:
+    key, shm_id, queue_id = host_sysv_objects
+    assert str(key) in Path("/proc/sysvipc/shm").read_text()  # the host sees them
+    code = f"""
+import ctypes, errno
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+def outcome(ok):
+    print("VISIBLE" if ok else errno.errorcode[ctypes.get_errno()])
+outcome(libc.shmget({key}, 0, 0) >= 0)
+outcome(libc.msgget({key}, 0) >= 0)
+outcome(libc.shmat({shm_id}, None, 0o10000) != ctypes.c_void_p(-1).value)
+outcome(libc.msgctl({queue_id}, 2, ctypes.create_string_buffer(256)) >= 0)
+for kind in ("shm", "msg", "sem"):
+    print(kind, len(open("/proc/sysvipc/" + kind).read().splitlines()) - 1)
+"""
+    result = sandbox.run(code)
+    assert result.stdout == "ENOENT\nENOENT\nEINVAL\nEINVAL\nshm 0\nmsg 0\nsem 0\n"
+
+
+def test_host_dev_shm_is_not_shared(sandbox: Sandbox) -> None:
+    name = f"waypoint-test-{uuid.uuid4().hex}"
+    host_file = Path("/dev/shm", name)
+    host_file.write_text("SECRET-SHM")
+    host_file.chmod(0o644)
+    try:
+        code = f"""
+import os
+print(os.listdir("/dev/shm"))
+try:
+    print(open("/dev/shm/{name}").read())
+except OSError as exc:
+    print(type(exc).__name__)
+open("/dev/shm/{name}-planted", "w").close()
+print(os.stat("/dev/shm").st_dev)
+"""
+        result = sandbox.run(code)
+    finally:
+        host_file.unlink()
+    lines = result.stdout.splitlines()
+    assert lines[:2] == ["[]", "FileNotFoundError"]
+    assert int(lines[2]) != os.stat("/dev/shm").st_dev
+    assert not Path("/dev/shm", f"{name}-planted").exists()
+
+
+def test_only_stdin_stdout_and_stderr_reach_the_code(sandbox: Sandbox, tmp_path: Path) -> None:
+    secret = tmp_path / "secret"
+    secret.write_text("SECRET-FD")
+    leaked = os.open(secret, os.O_RDONLY)  # not close-on-exec, like a careless library's
+    os.set_inheritable(leaked, True)
+    try:
+        code = f"""
+import os
+open_fds = []
+for fd in range(1 << 16):
+    try:
+        os.fstat(fd)
+        open_fds.append(fd)
+    except OSError:
+        pass
+print(open_fds)
+try:
+    print(os.pread({leaked}, 100, 0))
+except OSError as exc:
+    print(type(exc).__name__)
+outcomes = set()
+for name in os.listdir("/proc/1/fd"):  # PID 1's status pipe must not be writable from here
+    try:
+        os.close(os.open("/proc/1/fd/" + name, os.O_WRONLY))
+        outcomes.add("OPENED")
+    except OSError as exc:
+        outcomes.add(type(exc).__name__)
+print(outcomes)
+"""
+        result = sandbox.run(code)
+    finally:
+        os.close(leaked)
+    assert result.stdout == "[0, 1, 2]\nOSError\n{'PermissionError'}\n"
+
+
 # --- refusing to run ----------------------------------------------------------------------------
 
 
@@ -398,6 +603,49 @@ def test_setup_failure_after_a_good_probe_refuses_too(sandbox: Sandbox, tmp_path
     with pytest.raises(ToolError, match=r"could not be set up \(.*not found\); nothing was run$"):
         broken.run(f"open({str(marker)!r}, 'w').write('ran')")
     assert not marker.exists()
+
+
+def test_sandbox_that_cannot_leave_the_host_keyring_refuses(tmp_path: Path) -> None:
+    # Waypoint under a seccomp filter that makes keyctl fail, as a kernel without keyrings would:
+    # the sandbox's PID 1 cannot join a fresh session keyring, so nothing may run.
+    marker = tmp_path / "ran"
+    script = f"""
+import ctypes, errno, json
+from tools.errors import ToolError
+from tools.sandbox import Sandbox
+from tools.sandbox.seccomp import keyring_filter
+class Program(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
+filters = keyring_filter(error=errno.ENOSYS)
+libc = ctypes.CDLL(None, use_errno=True)
+zero = ctypes.c_ulong(0)
+assert libc.prctl(38, ctypes.c_ulong(1), zero, zero, zero) == 0
+program = Program(len(filters) // 8, filters)
+assert libc.prctl(22, ctypes.c_ulong(2), ctypes.byref(program), zero, zero) == 0
+sandbox = Sandbox(**{SMALL!r})
+try:
+    sandbox.run("open({str(marker)!r}, 'w').write('ran')")
+    error = None
+except ToolError as exc:
+    error = str(exc)
+print(json.dumps([sandbox.available(), error]))
+"""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    child = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert child.returncode == 0, child.stderr
+    (ok, reason), error = json.loads(child.stdout)
+    assert not ok
+    assert "cannot join a fresh session keyring: Function not implemented" in reason
+    assert error == f"code execution is unavailable on this machine: {reason}; nothing was run"
+    assert not marker.exists()
+
+
+def test_keyring_filter_refuses_an_unknown_architecture() -> None:
+    with pytest.raises(SandboxSetupError, match="cannot be isolated on riscv64"):
+        keyring_filter("riscv64")
+    assert len(keyring_filter("aarch64")) == len(keyring_filter("x86_64")) == 10 * 8
 
 
 # --- the tool -----------------------------------------------------------------------------------

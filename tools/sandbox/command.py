@@ -1,5 +1,6 @@
 """The host command that builds the sandbox: setpriv and unshare for the namespaces, the root setup
-script, PID 1's supervisor code and prlimit's rlimits for the user code; and the environment it gets.
+script, PID 1's supervisor code (with the keyring seccomp filter it installs) and prlimit's rlimits
+for the user code; and the environment it gets.
 
 Nothing here is imported inside the sandbox: PID 1 gets its code as a ``-c`` string, and the program
 (the isolation probe too) arrives on stdin.
@@ -13,19 +14,38 @@ from typing import TYPE_CHECKING
 
 from tools.sandbox.limits import KIB
 from tools.sandbox.root import hidden_dirs, plan_root, setup_script
+from tools.sandbox.seccomp import keyring_filter, keyring_syscalls
 
 if TYPE_CHECKING:
     from tools.sandbox.sandbox import Sandbox
 
 ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "LANG": "C.UTF-8", "HOME": "/tmp"}
 
-# PID 1 of the sandbox: starts the user code, reaps orphans, and reports how the code ended on the
-# status fd (a pipe only the host reads). When it exits the kernel kills whatever is left.
+# PID 1 of the sandbox: leaves the host's session keyring for a fresh one and installs the seccomp
+# filter (or exits before "ready"), starts the user code, reaps orphans, and reports how the code
+# ended on the status fd (a pipe only the host reads). When it exits the kernel kills whatever is left.
 INIT_CODE = r"""
-import os, signal, sys
-fd, err = int(sys.argv[1]), int(sys.argv[2]); argv = sys.argv[3:]
+import ctypes, os, signal, sys
+fd, err, keyctl, seccomp = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+argv = sys.argv[5:]
 signal.signal(signal.SIGINT, signal.SIG_DFL)
 os.set_inheritable(fd, False)
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+def refuse(what):
+    sys.exit("waypoint-sandbox: cannot %s: %s" % (what, os.strerror(ctypes.get_errno())))
+# The session keyring inherited from the host holds the host's keys: join a new, empty one.
+if libc.syscall(ctypes.c_long(keyctl), ctypes.c_long(1), None) < 0:  # KEYCTL_JOIN_SESSION_KEYRING
+    refuse("join a fresh session keyring")
+class Program(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
+filters = bytes.fromhex(seccomp)
+program = Program(len(filters) // 8, filters)
+zero = ctypes.c_ulong(0)
+if libc.prctl(38, ctypes.c_ulong(1), zero, zero, zero):  # PR_SET_NO_NEW_PRIVS
+    refuse("set no_new_privs")
+if libc.prctl(22, ctypes.c_ulong(2), ctypes.byref(program), zero, zero):  # PR_SET_SECCOMP, FILTER
+    refuse("install the seccomp filter")
 try:
     with open("/proc/self/uid_map") as f:
         host_uid = int(f.read().split()[1])
@@ -123,5 +143,7 @@ def sandbox_command(sandbox: Sandbox, status_fd: int, stderr_fd: int) -> list[st
         INIT_CODE,
         str(status_fd),
         str(stderr_fd),
+        str(keyring_syscalls()["keyctl"]),
+        keyring_filter().hex(),
         *user_code,
     ]
