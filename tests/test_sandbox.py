@@ -27,6 +27,7 @@ from tools.sandbox import (
     setup_script,
 )
 from tools.sandbox.limits import limit_from_outcome
+from tools.sandbox.probe import NAMESPACES, HostView, host_view, judge_probe, probe_program
 from tools.sandbox.seccomp import keyring_filter
 
 REPO = Path(__file__).resolve().parent.parent
@@ -575,6 +576,20 @@ print(outcomes)
     assert result.stdout == "[0, 1, 2]\nOSError\n{'PermissionError'}\n"
 
 
+def test_probe_finds_every_kernel_object_channel_closed(sandbox: Sandbox) -> None:
+    with host_view() as host:
+        result = sandbox.run(probe_program([], host).decode())
+    report = json.loads(result.stdout)
+    assert report["keyring"] == {"keyctl": "EPERM", "add_key": "EPERM", "request_key": "EPERM"}
+    assert report["abstract_socket"] == "ECONNREFUSED"
+    assert set(report["namespaces"]) == set(host.namespaces) == set(NAMESPACES)
+    for name, inside in report["namespaces"].items():
+        assert inside.startswith(f"{name}:[") and inside != host.namespaces[name]
+    assert host.dev_shm is not None and report["dev_shm"] not in (None, host.dev_shm)
+    assert report["fds"] == []
+    assert judge_probe(result, NOBODY, host) == (True, "")
+
+
 # --- refusing to run ----------------------------------------------------------------------------
 
 
@@ -646,6 +661,60 @@ def test_keyring_filter_refuses_an_unknown_architecture() -> None:
     with pytest.raises(SandboxSetupError, match="cannot be isolated on riscv64"):
         keyring_filter("riscv64")
     assert len(keyring_filter("aarch64")) == len(keyring_filter("x86_64")) == 10 * 8
+
+
+HOST = HostView(namespaces={"ipc": "ipc:[1]", "net": "net:[2]"}, dev_shm=27, socket_name="\0x")
+CLEAN_REPORT = {
+    "marker": "waypoint-sandbox-probe",
+    "uid": NOBODY,
+    "euid": NOBODY,
+    "gid": NOBODY,
+    "caps": [0, 0, 0, 0],
+    "nnp": 1,
+    "interfaces": ["lo"],
+    "etc_writable": False,
+    "visible": [],
+    "environ": ["HOME", "LANG", "PATH"],
+    "keyring": {"keyctl": "EPERM", "add_key": "EPERM", "request_key": "EPERM"},
+    "abstract_socket": "ECONNREFUSED",
+    "namespaces": {"ipc": "ipc:[3]", "net": "net:[4]"},
+    "dev_shm": 41,
+    "fds": [],
+}
+
+
+@pytest.mark.parametrize(
+    ("leak", "problem"),
+    [
+        (
+            {"keyring": {"keyctl": "ok", "add_key": "EPERM", "request_key": "EPERM"}},
+            "the keyring syscalls are not blocked: {'keyctl': 'ok', ",
+        ),
+        (
+            {"keyring": {"keyctl": "ENOSYS", "add_key": "EPERM", "request_key": "EPERM"}},
+            "the keyring syscalls are not blocked",
+        ),
+        ({"abstract_socket": "connected"}, "the host's abstract Unix sockets are reachable"),
+        ({"namespaces": {"ipc": "ipc:[1]", "net": "net:[4]"}}, "namespaces are shared: ipc"),
+        ({"namespaces": {"ipc": "ipc:[3]", "net": "net:[2]"}}, "namespaces are shared: net"),
+        ({"dev_shm": 27}, "/dev/shm is the host's"),
+        ({"fds": [3, 251]}, "file descriptors other than 0, 1 and 2 are open: [3, 251]"),
+    ],
+)
+def test_probe_refuses_a_sandbox_that_shares_a_kernel_object_channel(
+    leak: dict[str, object], problem: str
+) -> None:
+    def judge(report: dict[str, object]) -> tuple[bool, str]:
+        return judge_probe(RunResult(0, None, json.dumps(report), "", 0.1, None), NOBODY, HOST)
+
+    assert judge(CLEAN_REPORT) == (True, "")
+    assert judge({**CLEAN_REPORT, "namespaces": {"ipc": None, "net": None}}) == (
+        True,
+        "",
+    )  # no /proc
+    ok, reason = judge({**CLEAN_REPORT, **leak})
+    assert not ok
+    assert reason.startswith("isolation is incomplete: ") and problem in reason
 
 
 # --- the tool -----------------------------------------------------------------------------------

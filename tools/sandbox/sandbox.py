@@ -15,7 +15,7 @@ from tools.errors import ToolError, ToolInputError
 from tools.sandbox.command import ENV, sandbox_command
 from tools.sandbox.limits import KIB, MIB
 from tools.sandbox.outcome import RunResult, SandboxSetupError, read_outcome
-from tools.sandbox.probe import judge_probe, probe_program
+from tools.sandbox.probe import host_view, judge_probe, probe_program
 from tools.sandbox.process import Stream, kill_sandbox, pump, reap
 from tools.sandbox.root import hidden_dirs, inside_any
 
@@ -116,7 +116,8 @@ class Sandbox:
             if not os.access(tool, os.X_OK):
                 return False, f"{tool} is missing or not executable"
         try:
-            result, host_uid = self._execute(probe_program(hidden_dirs(self.hide)))
+            with host_view() as host:
+                result, host_uid = self._execute(probe_program(hidden_dirs(self.hide), host))
         except SandboxSetupError as exc:
             if inside_any(self.python.resolve(), ["/usr"]):
                 return False, str(exc)
@@ -124,7 +125,7 @@ class Sandbox:
                 f"{exc}; the interpreter {self.python} must be readable by uid {self.uid} "
                 "(Debian's python3 package in /usr/bin is)"
             )
-        return judge_probe(result, host_uid)
+        return judge_probe(result, host_uid, host)
 
     def _execute(self, code: bytes) -> tuple[RunResult, int | None]:
         """Run the program; return its result and the host uid the sandbox ran as (from its init)."""
