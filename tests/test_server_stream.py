@@ -81,6 +81,11 @@ def test_a_client_that_disconnects_mid_stream_leaves_the_thread_consistent(serve
     assert next(m["content"] for m in messages if m["type"] == "ai" and m["content"]) == "all done"
 
 
+def test_the_server_refuses_a_request_for_another_host_name(server: str):
+    rebound = httpx.get(f"{server}/threads", headers={"host": "attacker.example"}, timeout=10)
+    assert rebound.status_code == 400 and "--allowed-host" in rebound.json()["detail"]
+
+
 def test_serve_requires_the_token_from_app_api_token(tmp_path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("APP_API_TOKEN", "tok-1")
     args = ("--db", str(tmp_path / "agent.sqlite"), "--workspace", str(tmp_path / "workspace"))
