@@ -51,6 +51,7 @@ class Settings(BaseSettings):
     allowed_hosts: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="Host names the HTTP server answers besides loopback"
     )
+    max_body_bytes: int = Field(1024 * 1024, ge=1024, description="largest HTTP request body")
 
     @property
     def chosen_strategy(self) -> str | None:

@@ -1,7 +1,9 @@
 """What the server refuses before any route runs (issue 16, item 3): other Host names (DNS
-rebinding) and cross-origin state changes."""
+rebinding), cross-origin state changes, non-JSON POSTs, bodies over the cap."""
 
 from __future__ import annotations
+
+import asyncio
 
 import pytest
 from fastapi.testclient import TestClient
@@ -9,6 +11,9 @@ from fastapi.testclient import TestClient
 from app.config import load_settings
 from app.errors import ConfigError
 from app.server.api import create_app
+
+JSON = {"content-type": "application/json"}
+MiB = 1024 * 1024
 
 
 def local_client(**settings: object) -> TestClient:
@@ -166,3 +171,108 @@ def test_the_servers_own_origin_and_clients_without_origin_may_change_state():
     assert same_origin("http://waypoint.lan", "waypoint.lan:80")
     assert not same_origin("https://waypoint.lan", "waypoint.lan:80")
     assert not same_origin("http://waypoint.lan/path", "waypoint.lan")
+
+
+# --- JSON content type ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    [None, "text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"],
+)
+def test_posts_need_a_json_content_type_even_without_a_body(content_type: str | None):
+    client = local_client()
+    headers = {"content-type": content_type} if content_type else {}
+    # What a cross-site form or "simple" fetch can send without a CORS preflight.
+    created = client.post("/threads", content=b'{"thread_id": "x"}', headers=headers)
+    assert created.status_code == 415 and created.json()["error"] == "unsupported_media_type"
+    assert "send Content-Type: application/json" in created.json()["detail"]
+    cancel = client.post("/threads/x/runs/cancel", headers=headers)
+    assert cancel.status_code == 415
+    assert thread_ids(client) == []
+
+
+def test_json_with_a_charset_is_accepted():
+    client = local_client()
+    for n, content_type in enumerate(["application/json; charset=utf-8", "Application/JSON"]):
+        body = f'{{"thread_id": "t{n}"}}'.encode()
+        response = client.post("/threads", content=body, headers={"content-type": content_type})
+        assert response.status_code == 201, response.text
+    cancel = client.post("/threads/x/runs/cancel", headers=JSON)
+    assert cancel.status_code == 404  # body-less, JSON type: reaches the route
+
+
+# --- body size ------------------------------------------------------------------------------
+
+
+def test_a_body_over_the_cap_is_refused_with_413():
+    client = local_client()
+    message = "x" * (MiB + 1)
+    response = client.post("/threads/t/runs/stream", json={"message": message})
+    assert response.status_code == 413 and response.json()["error"] == "too_large"
+    assert "over 1048576 bytes" in response.json()["detail"]
+    chunked = client.post("/threads", content=iter([b"{" + b" " * MiB, b"}"]), headers=JSON)
+    assert chunked.status_code == 413
+    assert (
+        client.post("/threads", content=b" " * (MiB - 20) + b"{}", headers=JSON).status_code == 201
+    )
+
+
+def test_the_cap_is_configurable(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("APP_MAX_BODY_BYTES", "2048")
+    client = local_client()
+    assert client.post("/threads", json={"thread_id": "t", "x": "y" * 2048}).status_code == 413
+    assert (
+        "over 2048 bytes"
+        in client.post("/threads", content=b"{" + b" " * 2048 + b"}", headers=JSON).json()["detail"]
+    )
+
+
+class Body:
+    """An ASGI `receive` that hands out a body in 64 KiB chunks and counts what was taken."""
+
+    def __init__(self, total: int) -> None:
+        self.total, self.taken = total, 0
+
+    async def __call__(self) -> dict:
+        size = min(64 * 1024, self.total - self.taken)
+        self.taken += size
+        return {"type": "http.request", "body": b" " * size, "more_body": self.taken < self.total}
+
+
+def asgi_post(body: Body, headers: list[tuple[bytes, bytes]]) -> int:
+    """POST /threads straight into the ASGI app; the response status."""
+    app = create_app(load_settings())
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/threads",
+        "raw_path": b"/threads",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"localhost:8000"), (b"content-type", b"application/json"), *headers],
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 8000),
+    }
+    sent: list[dict] = []
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    asyncio.run(app(scope, body, send))
+    return next(m["status"] for m in sent if m["type"] == "http.response.start")
+
+
+def test_a_declared_large_body_is_refused_before_a_byte_of_it_is_read():
+    fifty_mb = Body(50 * MiB)
+    assert asgi_post(fifty_mb, [(b"content-length", str(50 * MiB).encode())]) == 413
+    assert fifty_mb.taken == 0
+
+
+def test_a_chunked_body_is_read_only_up_to_the_cap():
+    fifty_mb = Body(50 * MiB)
+    assert asgi_post(fifty_mb, [(b"transfer-encoding", b"chunked")]) == 413
+    assert MiB < fifty_mb.taken <= MiB + 64 * 1024

@@ -42,7 +42,7 @@ def create_app(
     app.state.settings = settings
     app.state.active_runs = runs.ActiveRuns()
     allowed = hosts if hosts is not None else allowed_hosts("127.0.0.1", settings.allowed_hosts)
-    app.add_middleware(RequestGuard, allowed_hosts=allowed)
+    app.add_middleware(RequestGuard, allowed_hosts=allowed, max_body_bytes=settings.max_body_bytes)
     app.add_exception_handler(AppError, _app_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.include_router(_api_routes(), dependencies=[Depends(_bearer(api_token))])
