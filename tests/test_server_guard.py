@@ -1,5 +1,5 @@
 """What the server refuses before any route runs (issue 16, item 3): other Host names (DNS
-rebinding), cross-origin state changes, non-JSON POSTs, bodies over the cap."""
+rebinding), cross-origin state changes, non-JSON POSTs, bodies over the cap; no CDN-loaded /docs."""
 
 from __future__ import annotations
 
@@ -276,3 +276,22 @@ def test_a_chunked_body_is_read_only_up_to_the_cap():
     fifty_mb = Body(50 * MiB)
     assert asgi_post(fifty_mb, [(b"transfer-encoding", b"chunked")]) == 413
     assert MiB < fifty_mb.taken <= MiB + 64 * 1024
+
+
+# --- docs and schema ------------------------------------------------------------------------
+
+
+def test_no_docs_page_loads_a_cdn_and_the_schema_needs_the_token():
+    client = local_client()
+    for path in ("/docs", "/redoc", "/docs/oauth2-redirect"):
+        assert client.get(path).status_code == 404, path
+    assert "/threads/{thread_id}/runs/cancel" in client.get("/openapi.json").json()["paths"]
+    for path in ("/", "/static/app.js", "/static/style.css", "/static/index.html"):
+        assert "cdn" not in client.get(path).text.lower(), path
+
+    guarded = TestClient(
+        create_app(load_settings(), api_token="s3cret"), base_url="http://localhost"
+    )
+    assert guarded.get("/openapi.json").status_code == 401
+    schema = guarded.get("/openapi.json", headers={"authorization": "Bearer s3cret"})
+    assert schema.status_code == 200 and "/threads" in schema.json()["paths"]

@@ -33,11 +33,14 @@ def create_app(
 ) -> FastAPI:
     """The app. With `api_token`, every route but /health and the page shell needs
     `Authorization: Bearer <token>`. `hosts` are the Host names it answers (default: loopback and
-    `settings.allowed_hosts`)."""
+    `settings.allowed_hosts`). No /docs or /redoc: FastAPI's pages load Swagger UI from a CDN."""
     app = FastAPI(
         title="Waypoint",
         version=_version(),
         description="A LangGraph agent whose every step is a durable checkpoint.",
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
     )
     app.state.settings = settings
     app.state.active_runs = runs.ActiveRuns()
@@ -108,6 +111,10 @@ ThreadId = Annotated[str, Depends(_thread)]
 
 def _api_routes() -> APIRouter:
     api = APIRouter()
+
+    @api.get("/openapi.json", include_in_schema=False)
+    def openapi(request: Request) -> JSONResponse:
+        return JSONResponse(request.app.openapi())
 
     @api.get("/graph", response_model=schemas.GraphView, tags=["meta"])
     def graph() -> dict:
