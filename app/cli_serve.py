@@ -8,6 +8,7 @@ import typer
 
 from app.cli import DbOption, app, err, load_settings
 from app.errors import ConfigError
+from app.server.hosts import WILDCARD_ADDRESSES, allowed_hosts
 
 
 @app.command()
@@ -30,6 +31,18 @@ def serve(
             help="Risky tool calls in server runs: auto | never (default never; env APP_APPROVE).",
         ),
     ] = None,
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allowed-host",
+            metavar="NAME",
+            help=(
+                "Another Host name this server answers to, besides localhost, 127.0.0.1, [::1] "
+                "and the --host address; repeatable (env APP_ALLOWED_HOSTS, comma-separated). "
+                "Requests for any other name get 400 (DNS rebinding)."
+            ),
+        ),
+    ] = None,
 ) -> None:
     """Serve the HTTP API (LangGraph-server-shaped routes, SSE runs) and the web page at /."""
     try:
@@ -40,14 +53,25 @@ def serve(
         raise ConfigError(
             f"the server needs the serve extra ({exc.name} is missing): pip install -e '.[serve]'"
         ) from None
-    settings = load_settings(db=db, workspace=workspace, model=model, approve=approve)
+    settings = load_settings(
+        db=db, workspace=workspace, model=model, approve=approve, allowed_hosts=allowed_host or None
+    )
+    try:
+        hosts = allowed_hosts(host, settings.allowed_hosts)
+    except ValueError as exc:
+        raise ConfigError(f"--host: {exc}") from None
     token = settings.api_token.get_secret_value() if settings.api_token else None
     if host not in {"127.0.0.1", "localhost", "::1"} and not token:
         err.print(
             f"[yellow]listening on {host} without APP_API_TOKEN: anyone who can reach it can "
             "run the agent[/yellow]"
         )
+    if host in WILDCARD_ADDRESSES and not settings.allowed_hosts:
+        err.print(
+            f"[yellow]listening on {host}: only requests for localhost, 127.0.0.1 or [::1] are "
+            "answered; name this machine with --allowed-host NAME[/yellow]"
+        )
     config = uvicorn.Config(
-        create_app(settings, api_token=token), host=host, port=port, log_level="info"
+        create_app(settings, api_token=token, hosts=hosts), host=host, port=port, log_level="info"
     )
     uvicorn.Server(config).run()

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from app.db.location import DatabaseLocation, parse_location
 from app.errors import ConfigError
+from app.server.hosts import host_name
 
 DEFAULT_OPENAI_MODEL = "openai:gpt-4o-mini"
 
@@ -47,6 +48,10 @@ class Settings(BaseSettings):
     strategy: StrategyName = "react"
     max_trials: int = Field(3, ge=1, le=10)
     api_token: SecretStr | None = Field(None, description="bearer token the HTTP server requires")
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="Host names the HTTP server answers besides loopback"
+    )
+    max_body_bytes: int = Field(1024 * 1024, ge=1024, description="largest HTTP request body")
 
     @property
     def chosen_strategy(self) -> str | None:
@@ -73,6 +78,15 @@ class Settings(BaseSettings):
                 raise ValueError(str(exc)) from None
         return value
 
+    @field_validator("allowed_hosts", mode="before")
+    @classmethod
+    def _host_names(cls, value: object) -> object:
+        if isinstance(value, str):  # APP_ALLOWED_HOSTS: comma- or space-separated
+            value = value.replace(",", " ").split()
+        if isinstance(value, list | tuple):
+            return [host_name(str(name)) for name in value]
+        return value
+
     @property
     def database(self) -> DatabaseLocation:
         """The parsed --db: a SQLite path or a PostgreSQL URL (print its `label`, never the URL)."""
@@ -96,7 +110,8 @@ def load_settings(**overrides: object) -> Settings:
         return Settings(**{k: v for k, v in overrides.items() if v is not None})
     except ValidationError as exc:
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'])} (APP_{str(e['loc'][0]).upper()}): {e['msg']}"
+            f"{'.'.join(str(p) for p in e['loc'])} (APP_{str(e['loc'][0]).upper()}): "
+            f"{str(e['msg']).removeprefix('Value error, ')}"
             for e in exc.errors()
         )
         raise ConfigError(f"invalid configuration: {problems}") from None

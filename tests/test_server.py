@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 @pytest.fixture
 def client() -> TestClient:
-    return TestClient(create_app(load_settings()))
+    return TestClient(create_app(load_settings()), base_url="http://localhost")
 
 
 def run(client: TestClient, thread: str, message: str, **extra: object) -> list[tuple[str, dict]]:
@@ -236,7 +236,9 @@ def test_replay_reruns_a_turn_and_needs_confirm_for_side_effects(
 
 
 def test_bearer_token_guards_every_route_but_health_and_the_page(isolated: Path):
-    client = TestClient(create_app(load_settings(), api_token="s3cret"))
+    client = TestClient(
+        create_app(load_settings(), api_token="s3cret"), base_url="http://localhost"
+    )
     assert client.get("/health").json()["auth"] is True
     assert client.get("/").status_code == 200
     denied = client.get("/threads")

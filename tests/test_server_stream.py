@@ -3,8 +3,10 @@ disconnects mid-stream leaves the thread consistent (the run finishes in the bac
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -81,6 +83,31 @@ def test_a_client_that_disconnects_mid_stream_leaves_the_thread_consistent(serve
     assert next(m["content"] for m in messages if m["type"] == "ai" and m["content"]) == "all done"
 
 
+def response_head(base: str, request: bytes) -> bytes:
+    """Send raw bytes to the server; what it answers up to the end of the response headers."""
+    address = urlsplit(base)
+    with socket.create_connection((address.hostname, address.port), timeout=10) as sock:
+        sock.sendall(request)
+        reply = b""
+        while b"\r\n\r\n" not in reply and (chunk := sock.recv(65536)):
+            reply += chunk
+    return reply
+
+
+def test_the_server_refuses_a_request_for_another_host_name(server: str):
+    rebound = httpx.get(f"{server}/threads", headers={"host": "attacker.example"}, timeout=10)
+    assert rebound.status_code == 400 and "--allowed-host" in rebound.json()["detail"]
+
+
+def test_the_server_refuses_a_50_mb_body_without_reading_it(server: str):
+    head = (
+        f"POST /threads HTTP/1.1\r\nHost: {urlsplit(server).netloc}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {50 * 1024 * 1024}\r\n\r\n"
+    )
+    # Not a byte of the body is sent: the answer must come from the headers alone.
+    assert response_head(server, head.encode()).startswith(b"HTTP/1.1 413 ")
+
+
 def test_serve_requires_the_token_from_app_api_token(tmp_path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("APP_API_TOKEN", "tok-1")
     args = ("--db", str(tmp_path / "agent.sqlite"), "--workspace", str(tmp_path / "workspace"))
@@ -92,7 +119,7 @@ def test_serve_requires_the_token_from_app_api_token(tmp_path, monkeypatch: pyte
 
 
 def test_a_cancelled_run_stops_after_its_step_and_leaves_the_thread_consistent(server: str):
-    assert httpx.post(f"{server}/threads/stop/runs/cancel", timeout=10).status_code == 404
+    assert httpx.post(f"{server}/threads/stop/runs/cancel", json={}, timeout=10).status_code == 404
     events: list[tuple[str, dict]] = []
 
     def slow_run() -> None:
@@ -106,7 +133,7 @@ def test_a_cancelled_run_stops_after_its_step_and_leaves_the_thread_consistent(s
     while "tool_call" not in [kind for kind, _ in events]:
         assert time.monotonic() < deadline, f"no tool_call event; saw {events}"
         time.sleep(0.02)
-    cancelled = httpx.post(f"{server}/threads/stop/runs/cancel", timeout=10)
+    cancelled = httpx.post(f"{server}/threads/stop/runs/cancel", json={}, timeout=10)
     assert cancelled.status_code == 202 and cancelled.json()["status"] == "cancelling"
     first.join(timeout=30)
 
@@ -124,4 +151,4 @@ def test_a_cancelled_run_stops_after_its_step_and_leaves_the_thread_consistent(s
 
     after = post_run(server, "stop", "what is 2 plus 3")
     assert after.status_code == 200 and '"status": "answered"' in after.text
-    assert httpx.post(f"{server}/threads/stop/runs/cancel", timeout=10).status_code == 404
+    assert httpx.post(f"{server}/threads/stop/runs/cancel", json={}, timeout=10).status_code == 404

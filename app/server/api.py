@@ -20,22 +20,32 @@ from app.errors import AppError
 from app.server import runs, schemas, storage, timeline
 from app.server.diagram import graph_view
 from app.server.errors import ConflictError, NotFoundError, error_body, status_for
+from app.server.guard import RequestGuard
+from app.server.hosts import allowed_hosts
 from app.store import validate_thread_id
 
 STATIC = Path(__file__).parent / "static"
 SSE_RESPONSE = {200: {"content": {"text/event-stream": {}}, "description": "Server-Sent Events"}}
 
 
-def create_app(settings: Settings, api_token: str | None = None) -> FastAPI:
+def create_app(
+    settings: Settings, api_token: str | None = None, hosts: frozenset[str] | None = None
+) -> FastAPI:
     """The app. With `api_token`, every route but /health and the page shell needs
-    `Authorization: Bearer <token>`."""
+    `Authorization: Bearer <token>`. `hosts` are the Host names it answers (default: loopback and
+    `settings.allowed_hosts`). No /docs or /redoc: FastAPI's pages load Swagger UI from a CDN."""
     app = FastAPI(
         title="Waypoint",
         version=_version(),
         description="A LangGraph agent whose every step is a durable checkpoint.",
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
     )
     app.state.settings = settings
     app.state.active_runs = runs.ActiveRuns()
+    allowed = hosts if hosts is not None else allowed_hosts("127.0.0.1", settings.allowed_hosts)
+    app.add_middleware(RequestGuard, allowed_hosts=allowed, max_body_bytes=settings.max_body_bytes)
     app.add_exception_handler(AppError, _app_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.include_router(_api_routes(), dependencies=[Depends(_bearer(api_token))])
@@ -101,6 +111,10 @@ ThreadId = Annotated[str, Depends(_thread)]
 
 def _api_routes() -> APIRouter:
     api = APIRouter()
+
+    @api.get("/openapi.json", include_in_schema=False)
+    def openapi(request: Request) -> JSONResponse:
+        return JSONResponse(request.app.openapi())
 
     @api.get("/graph", response_model=schemas.GraphView, tags=["meta"])
     def graph() -> dict:

@@ -17,7 +17,14 @@ class ForbiddenError(UsageError):
     """Raised when a request asks for more than the server allows (e.g. auto-approving risky tools)."""
 
 
-ERROR_KINDS = {400: "bad_request", 403: "forbidden", 404: "not_found", 409: "conflict"}
+ERROR_KINDS = {
+    400: "bad_request",
+    403: "forbidden",
+    404: "not_found",
+    409: "conflict",
+    413: "too_large",
+    415: "unsupported_media_type",
+}
 
 
 def status_for(error: AppError) -> int:
