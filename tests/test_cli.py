@@ -119,7 +119,13 @@ def test_ctrl_c_in_one_shot_exits_130_and_the_thread_stays_usable(isolated: Path
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     marker = isolated / "started"
     process = subprocess.Popen(
-        [sys.executable, str(REPO / "tests" / "scripts" / "slow_turn.py"), "cc", str(marker), "60"],
+        [
+            sys.executable,
+            str(REPO / "tests" / "scripts" / "slow_turn.py"),
+            "cc",
+            str(marker),
+            str(isolated / "never"),
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,
