@@ -106,6 +106,7 @@ class Settings(BaseSettings):
 
 def load_settings(**overrides: object) -> Settings:
     """Settings with the CLI's flags applied on top; flags left unset do not override."""
+    check_clock_pin()
     try:
         return Settings(**{k: v for k, v in overrides.items() if v is not None})
     except ValidationError as exc:
@@ -115,3 +116,16 @@ def load_settings(**overrides: object) -> Settings:
             for e in exc.errors()
         )
         raise ConfigError(f"invalid configuration: {problems}") from None
+
+
+def check_clock_pin() -> None:
+    """A bad APP_NOW (the tools' pinned clock, read from the environment) is a configuration error
+    at the edge, not a failure inside a tool call."""
+    from tools.clock import PIN_VARIABLE, parse_pin
+
+    pinned = os.environ.get(PIN_VARIABLE)
+    if pinned:
+        try:
+            parse_pin(pinned)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None

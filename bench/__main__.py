@@ -1,4 +1,4 @@
-"""`python -m bench [--quick] [--json FILE] [--keep DIR]`: run the workloads, print the table."""
+"""`python -m bench [--quick | --smoke] [--json FILE] [--keep DIR]`: run the workloads, print the table."""
 
 from __future__ import annotations
 
@@ -24,6 +24,8 @@ FULL = {
     "repeats": 5,
     "processes": 4,
     "concurrent_turns": 100,
+    "soak_processes": (1, 2, 4, 8),
+    "soak_turns": 25,
 }
 QUICK = {
     "turns": (10, 30),
@@ -31,6 +33,18 @@ QUICK = {
     "repeats": 1,
     "processes": 4,
     "concurrent_turns": 6,
+    "soak_processes": (1, 2, 4),
+    "soak_turns": 6,
+}
+# The smallest run that still goes through every workload: the test suite checks the report with it.
+SMOKE = {
+    "turns": (3, 5),
+    "threads": 3,
+    "repeats": 1,
+    "processes": 2,
+    "concurrent_turns": 2,
+    "soak_processes": (1, 2),
+    "soak_turns": 2,
 }
 
 
@@ -39,8 +53,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
         prog="python -m bench",
         description="Waypoint's machinery cost against plain LangGraph, measured side by side.",
     )
-    parser.add_argument(
-        "--quick", action="store_true", help="small sizes for a smoke run (under a minute)"
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="small sizes (a minute or two)")
+    size.add_argument(
+        "--smoke",
+        action="store_true",
+        help="the smallest sizes: checks that every workload and the report work (seconds)",
     )
     parser.add_argument("--json", type=Path, help="also write every figure to this JSON file")
     parser.add_argument(
@@ -55,13 +73,14 @@ def parse(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def meta(argv: list[str], quick: bool, sizes: dict) -> dict:
+def meta(argv: list[str], preset: str, sizes: dict) -> dict:
     from app.config import load_settings
 
     settings = load_settings()
     return {
         "command": " ".join(["python -m bench", *argv]),
-        "quick": quick,
+        "preset": preset,
+        "quick": preset == "quick",
         "sizes": {k: list(v) if isinstance(v, tuple) else v for k, v in sizes.items()},
         "nproc": os.cpu_count(),
         "nproc_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
@@ -150,16 +169,21 @@ def run(sizes: dict, workdir: Path, results: Results, log: Callable[[str], None]
     log(f"{sizes['processes']} processes on one database …")
     raw["concurrent"] = workloads.concurrent(workdir, sizes["processes"], sizes["concurrent_turns"])
     results.figures += report.concurrent_figures(raw["concurrent"])
+    results.save()
+    log(f"concurrency soak: {sizes['soak_turns']} `chat -m` turns per process …")
+    raw["soak"] = workloads.soak_runs(workdir, sizes["soak_processes"], sizes["soak_turns"])
     results.targets = report.targets(raw["threads"], raw["listings"], raw["cold_start"])
+    results.targets += report.soak_targets(raw["soak"])
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse(argv)
-    sizes = QUICK if args.quick else FULL
+    preset = "smoke" if args.smoke else "quick" if args.quick else "full"
+    sizes = {"smoke": SMOKE, "quick": QUICK, "full": FULL}[preset]
     if args.turns:
         sizes = sizes | {"turns": tuple(sorted(set(args.turns)))}
-    info = meta(argv, args.quick, sizes)
+    info = meta(argv, preset, sizes)
     results = Results(info, args.json)
     started = time.perf_counter()
 
@@ -188,9 +212,13 @@ def main(argv: list[str] | None = None) -> int:
         f"\nerrors with {concurrent['processes']} processes: "
         f"Waypoint {concurrent['waypoint']['errors']}, baseline {concurrent['baseline']['errors']}"
     )
+    print(
+        "\nconcurrency soak (`chat -m` turns; half on one shared thread, half on each process's own):"
+    )
+    print(report.soak_table(results.raw["soak"]))
     floor = results.raw["cold_start"]["interpreter_s"]
     print(f"cold start floor (python -c pass): {floor:.2f} s")
-    print("\ntargets" + (" (quick sizes)" if args.quick else "") + ":")
+    print("\ntargets" + ("" if preset == "full" else f" ({preset} sizes)") + ":")
     print(report.targets_table(results.targets))
     print(f"\n{info['command']}: {info['duration_s']:.0f} s")
     return 0

@@ -263,3 +263,29 @@ def targets_table(found: list[Target]) -> str:
         note = f"  ({t.note})" if t.note else ""
         lines.append(f"{status:6}  {t.name}: {value} (target {t.limit:g} {t.unit}){note}")
     return "\n".join(lines)
+
+
+def soak_targets(soak: dict[int, dict]) -> list[Target]:
+    """Nothing lost or failed under concurrency: every `chat -m` turn that exited 0 is in the
+    history, no turn failed but for a busy shared thread, and the database is intact."""
+    return [
+        Target(
+            f"soak, {n} processes: turns failed or lost",
+            len(r["errors"]) + len(r["lost"]),
+            0,
+            "turns",
+            r["clean"],
+            f"integrity_check {r['integrity']}",
+        )
+        for n, r in soak.items()
+    ]
+
+
+def soak_table(soak: dict[int, dict]) -> str:
+    lines = ["processes  turns/s  answered  busy  failed  lost  integrity"]
+    for n, r in soak.items():
+        lines.append(
+            f"{n:>9}  {r['turns_per_s']:>7.1f}  {r['answered']:>8}  {r['busy']:>4}  "
+            f"{len(r['errors']):>6}  {len(r['lost']):>4}  {r['integrity']}"
+        )
+    return "\n".join(lines)

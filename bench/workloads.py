@@ -351,3 +351,15 @@ def _release(kind: str, group: list[subprocess.Popen]) -> dict:
         "wall_s": wall,
         "turn_ms_median": 1000 * median([t for r in reports for t in r["turn_s"]]),
     }
+
+
+def soak_runs(workdir: Path, process_counts: tuple[int, ...], turns: int) -> dict[int, dict]:
+    """The concurrency soak (bench/soak.py) with each number of processes, on a fresh database."""
+    from bench.soak import soak
+
+    results = {}
+    for processes in process_counts:
+        db = workdir / f"soak-{processes}" / "agent.sqlite"
+        db.parent.mkdir(parents=True)
+        results[processes] = soak(str(db), processes, turns, clean_env(), workdir).as_dict()
+    return results

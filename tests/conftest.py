@@ -1,10 +1,12 @@
-"""Every test gets its own database, workspace and working directory, and no real model credentials."""
+"""Every test gets its own database, workspace and working directory, no real model credentials, and a
+pinned clock, time zone, locale and OS user (WAYPOINT_TEST_NOW moves the pinned instant)."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,11 +15,30 @@ import pytest
 from tests.pg_server import PostgresUnavailable, Server, session_server
 
 REPO = Path(__file__).resolve().parent.parent
+# What the tools take as "now" in every test (and in the processes tests start): an ordinary day
+# by default; tests/test_pinned_dates.py reruns the date-sensitive tests on other days.
+PINNED_NOW = os.environ.get("WAYPOINT_TEST_NOW", "2026-06-15T10:30:00+00:00")
+TEST_USER = "waypoint-tester"
 
 
 @pytest.fixture(autouse=True)
-def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "APP_MODEL"):
+def pinned_world(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The clock, time zone, locale and OS user a test sees, whatever the machine's."""
+    monkeypatch.setenv("APP_NOW", PINNED_NOW)
+    monkeypatch.setenv("TZ", "UTC")
+    monkeypatch.setenv("LC_ALL", "C.UTF-8")
+    monkeypatch.setenv("LANG", "C.UTF-8")
+    for name in ("USER", "LOGNAME"):
+        monkeypatch.setenv(name, TEST_USER)
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pinned_world: None) -> Path:
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "APP_MODEL", "APP_USER"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("APP_DB", str(tmp_path / "db" / "agent.sqlite"))
     monkeypatch.setenv("APP_WORKSPACE", str(tmp_path / "workspace"))

@@ -18,12 +18,30 @@ REPO = Path(__file__).resolve().parent.parent
 SLOW_SERVER = REPO / "tests" / "scripts" / "slow_server.py"
 
 
+class Hold:
+    """Holds the server's "slow step" tool while on: a test turns it on before a slow run and off
+    once it has seen what must happen while the run is busy (never a sleep)."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.path = tmp / "slow-step.hold"
+
+    def __enter__(self) -> Hold:
+        self.path.touch()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def release(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
 @contextlib.contextmanager
-def running_server(tmp: Path, slow_seconds: float = 1.0, *args: str) -> Iterator[str]:
-    """A server whose "slow step" tool blocks `slow_seconds`; yields its base URL."""
+def running_server(tmp: Path, *args: str) -> Iterator[str]:
+    """A server whose "slow step" tool holds while `Hold(tmp)` is on; yields its base URL."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1"}
     log = tmp / "server.log"
-    command = [sys.executable, str(SLOW_SERVER), str(slow_seconds), "--port", "0", *args]
+    command = [sys.executable, str(SLOW_SERVER), str(Hold(tmp).path), "--port", "0", *args]
     with open(log, "wb") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
     try:

@@ -1,4 +1,5 @@
-"""`python -m bench --quick` runs end to end and writes a consistent report (no timing targets)."""
+"""`python -m bench --smoke` runs every workload end to end and writes a consistent report. No
+timing is checked: speed is the benchmark's business, not the suite's."""
 
 from __future__ import annotations
 
@@ -13,27 +14,26 @@ import pytest
 
 from tests.conftest import REPO
 
-WORKLOADS = {"thread N=10", "thread N=30", "listings", "cold start", "4 processes"}
+WORKLOADS = {"thread N=3", "thread N=5", "listings", "cold start", "2 processes"}
 FIGURE_KEYS = {"workload", "metric", "unit", "waypoint", "baseline", "ratio", "better", "path"}
 
 
-@pytest.mark.timeout(90)
-def test_quick_benchmark_writes_a_consistent_report(tmp_path: Path):
+@pytest.mark.timeout(600)
+def test_smoke_benchmark_writes_a_consistent_report(tmp_path: Path):
     out = tmp_path / "out.json"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     done = subprocess.run(
-        [sys.executable, "-m", "bench", "--quick", "--json", str(out)],
+        [sys.executable, "-m", "bench", "--smoke", "--json", str(out)],
         cwd=tmp_path,
         env=env,
         capture_output=True,
-        timeout=80,
     )
     assert done.returncode == 0, done.stderr.decode()[-3000:]
     report = json.loads(out.read_text())
 
     meta = report["meta"]
-    assert meta["quick"] is True and meta["nproc"] >= 1 and meta["duration_s"] > 0
-    assert meta["sizes"]["turns"] == [10, 30]
+    assert meta["preset"] == "smoke" and meta["nproc"] >= 1 and meta["duration_s"] > 0
+    assert meta["sizes"]["turns"] == [3, 5]
 
     figures = report["figures"]
     assert {f["workload"] for f in figures} == WORKLOADS
@@ -44,21 +44,32 @@ def test_quick_benchmark_writes_a_consistent_report(tmp_path: Path):
         assert figure["better"] in {"lower", "higher", ""}
 
     names = {(f["workload"], f["metric"], f["path"]) for f in figures}
-    for n in (10, 30):
+    for n in (3, 5):
         for path in ("session", "graph"):
             assert (f"thread N={n}", "turn p50, last turns", path) in names
         assert (f"thread N={n}", "checkpoint rows", "") in names
     assert ("cold start", "--help", "") in names
-    assert ("4 processes", "turns per second (all processes)", "") in names
+    assert ("2 processes", "turns per second (all processes)", "") in names
 
     concurrent = report["workloads"]["concurrent"]
     for kind in ("waypoint", "baseline"):
-        assert concurrent[kind]["turns_ok"] + concurrent[kind]["errors"] == 4 * 6
+        assert concurrent[kind]["turns_ok"] + concurrent[kind]["errors"] == 2 * 2
+
+    soak = report["workloads"]["soak"]
+    assert sorted(soak) == ["1", "2"]
+    for processes, run in soak.items():
+        assert run["clean"] and run["integrity"] == "ok" and not run["lost"], run
+        assert run["answered"] + run["busy"] == int(processes) * 2, run
 
     targets = report["targets"]
-    assert targets and all(isinstance(t["met"], bool) and t["value"] > 0 for t in targets)
+    assert targets and all(isinstance(t["met"], bool) and t["value"] >= 0 for t in targets)
+    assert {t["name"] for t in targets} >= {
+        "soak, 1 processes: turns failed or lost",
+        "soak, 2 processes: turns failed or lost",
+    }
 
     stdout = done.stdout.decode()
     assert "Waypoint" in stdout and "baseline" in stdout and "ratio" in stdout
+    assert "concurrency soak" in stdout
     for figure in figures:
         assert figure["metric"] in stdout

@@ -26,23 +26,28 @@ class _Sink:
     file = io.StringIO()
 
 
-def slow_session(saver, started: threading.Event, seconds: float, script: list) -> ChatSession:
+def slow_session(saver, started: threading.Event, script: list) -> ChatSession:
+    """A session whose tool, once started, holds until the session is asked to stop."""
+    sessions: list[ChatSession] = []
+
     @tool
     def slow_step(label: str) -> str:
         """Take a while (test tool)."""
         started.set()
-        time.sleep(seconds)
+        assert sessions[0].stop.wait(timeout=60), "nobody asked the turn to stop"
         return f"finished {label}"
 
     settings = load_settings()
     context = make_context(settings, ScriptedChatModel(script=script))
-    return ChatSession(settings, saver, "t", dataclasses.replace(context, tools=[slow_step]))
+    sessions.append(
+        ChatSession(settings, saver, "t", dataclasses.replace(context, tools=[slow_step]))
+    )
+    return sessions[0]
 
 
-def stop_when(event: threading.Event, session: ChatSession, delay: float = 0.1) -> None:
+def stop_when(event: threading.Event, session: ChatSession) -> None:
     def stopper() -> None:
-        event.wait(timeout=20)
-        time.sleep(delay)
+        event.wait(timeout=60)
         session.stop.set()
 
     threading.Thread(target=stopper, daemon=True).start()
@@ -52,7 +57,7 @@ def test_stop_during_a_tool_keeps_its_result_and_closes_the_turn():
     started = threading.Event()
     slow_call = AIMessage("", tool_calls=[call("slow_step", {"label": "A"}, "slow-1")])
     with open_checkpointer(load_settings().db) as saver:
-        session = slow_session(saver, started, 0.8, [slow_call, "second answer"])
+        session = slow_session(saver, started, [slow_call, "second answer"])
         stop_when(started, session)
         with pytest.raises(TurnInterrupted):
             session.run_turn("go", JsonlRenderer(_Sink()))
@@ -74,7 +79,7 @@ def test_stop_during_a_tool_keeps_its_result_and_closes_the_turn():
 
 def test_a_stop_before_the_turn_starts_closes_it_at_once():
     with open_checkpointer(load_settings().db) as saver:
-        session = slow_session(saver, threading.Event(), 0, ["unused"])
+        session = slow_session(saver, threading.Event(), ["unused"])
         session.stop.set()
         with pytest.raises(TurnInterrupted):
             session.run_turn("go", JsonlRenderer(_Sink()))

@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import REPO, run_cli
 from tests.fakes import TOOL_NAMES
 
@@ -40,6 +42,7 @@ def test_piped_stdin_is_the_message_and_bad_utf8_is_replaced():
     assert "\ufffd" in history[0]["preview"]
 
 
+@pytest.mark.dated
 def test_jsonl_prints_one_event_per_line_in_order():
     result = run_cli(
         "chat", "-t", "j", "--jsonl", "-m", "weather in Paris and Tokyo, which is warmer?"
@@ -116,7 +119,13 @@ def test_ctrl_c_in_one_shot_exits_130_and_the_thread_stays_usable(isolated: Path
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     marker = isolated / "started"
     process = subprocess.Popen(
-        [sys.executable, str(REPO / "tests" / "scripts" / "slow_turn.py"), "cc", str(marker), "60"],
+        [
+            sys.executable,
+            str(REPO / "tests" / "scripts" / "slow_turn.py"),
+            "cc",
+            str(marker),
+            str(isolated / "never"),
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,

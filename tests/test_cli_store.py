@@ -78,7 +78,7 @@ def test_threads_list_shows_size_and_delete_asks_first():
 def test_a_killed_run_shows_as_interrupted_until_the_next_turn(isolated: Path):
     from tests.test_persistence import start_slow_turn
 
-    process = start_slow_turn("dead", isolated / "started", seconds=120)
+    process = start_slow_turn("dead", isolated / "started")
     process.kill()
     process.wait(timeout=30)
     listing = json.loads(run_cli("threads", "list", "--json").stdout)

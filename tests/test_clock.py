@@ -5,7 +5,13 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta, timezone
 
-from tools.clock import current_time, now_info
+import pytest
+
+from app.config import load_settings
+from app.errors import ConfigError
+from tools.clock import current_time, now, now_info, today
+
+pytestmark = pytest.mark.dated  # reruns on other pinned days: tests/test_pinned_dates.py
 
 
 def test_now_info_on_a_fixed_utc_datetime() -> None:
@@ -35,7 +41,8 @@ def test_now_info_treats_a_naive_datetime_as_local_time() -> None:
     assert info["timezone"]
 
 
-def test_current_time_tool_returns_json_for_now() -> None:
+def test_current_time_tool_returns_json_for_now(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("APP_NOW")
     assert current_time.name == "current_time"
     assert current_time.description == "Get the current local date, time, weekday and time zone."
     assert current_time.args == {}
@@ -49,3 +56,18 @@ def test_current_time_tool_returns_json_for_now() -> None:
     assert info["time"] == reported.strftime("%H:%M:%S")
     assert info["weekday"] == reported.strftime("%A")
     assert info["timezone"]
+
+
+def test_app_now_pins_the_clock_the_tools_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("APP_NOW", "2026-12-31T23:59:30+01:00")
+    assert now() == datetime(2026, 12, 31, 23, 59, 30, tzinfo=timezone(timedelta(hours=1)))
+    assert json.loads(current_time.invoke({}))["iso"] == "2026-12-31T23:59:30+01:00"
+    monkeypatch.setenv("APP_NOW", "2028-02-29")  # a date alone is that day's local noon
+    assert today().isoformat() == "2028-02-29"
+    assert now().hour == 12
+
+
+def test_a_bad_app_now_is_a_configuration_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("APP_NOW", "yesterday")
+    with pytest.raises(ConfigError, match="APP_NOW='yesterday' is not an ISO 8601 date"):
+        load_settings()

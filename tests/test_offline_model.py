@@ -17,7 +17,11 @@ from langgraph.checkpoint.memory import InMemorySaver
 from app.models.offline import OfflineChatModel
 from graphs.builder import build_graph
 from graphs.state import AgentContext, turn_input
+from tests.expected import assert_names_the_warmer_city, chinese_comparison
 from tools import default_tools
+from tools.weather import forecast as weather_for
+
+pytestmark = pytest.mark.dated  # reruns on other pinned days: tests/test_pinned_dates.py
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
 NOTES = "hello from the notes file\n"
@@ -193,7 +197,8 @@ def test_the_streamed_final_answer_after_tool_results_matches_invoke(tools: list
     streamed = "".join(str(c.content) for c in model.stream(history))
     assert not reply.tool_calls
     assert streamed == reply.content
-    assert "温差" in streamed
+    beijing, shanghai = (weather_for(city, date="tomorrow") for city in ("Beijing", "Shanghai"))
+    assert chinese_comparison(beijing, shanghai) in streamed
 
 
 def drive(model: OfflineChatModel, tools: list[BaseTool], text: str) -> list[BaseMessage]:
@@ -277,14 +282,6 @@ def chat(ws: Path) -> Chat:
 
 def assert_language(text: str, chinese: bool) -> None:
     assert bool(CJK.search(text)) is chinese, text
-
-
-def warmer_city(first: dict, second: dict, chinese: bool) -> str | None:
-    """The name the answer must give as warmer, or None for equal highs."""
-    if first["high"] == second["high"]:
-        return None
-    warmer = first if first["high"] > second["high"] else second
-    return warmer["city_zh"] if chinese else warmer["city"]
 
 
 @pytest.mark.parametrize(
@@ -392,18 +389,6 @@ def test_a_bare_difference_question_without_forecasts_is_not_a_comparison(chat: 
     turn = chat.ask("what's the difference between a list and a tuple?")
     assert turn.steps == []
     assert "OPENAI_API_KEY" in turn.answer
-
-
-def assert_names_the_warmer_city(answer: str, first: dict, second: dict, chinese: bool) -> None:
-    warmer = warmer_city(first, second, chinese)
-    if warmer is None:
-        assert ("相同" if chinese else "same high") in answer
-        return
-    gap = abs(first["high"] - second["high"])
-    if chinese:
-        assert f"{warmer}比" in answer and f"暖 {gap}" in answer
-    else:
-        assert f"{warmer} is {gap}" in answer and "warmer than" in answer
 
 
 @pytest.mark.parametrize(

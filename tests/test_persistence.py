@@ -26,10 +26,13 @@ from tests.fakes import ScriptedChatModel
 SLOW_TURN = REPO / "tests" / "scripts" / "slow_turn.py"
 
 
-def start_slow_turn(thread: str, marker: Path, seconds: float) -> subprocess.Popen:
+def start_slow_turn(thread: str, marker: Path, release: Path | None = None) -> subprocess.Popen:
+    """A real `chat` process whose tool has started (the marker exists) and holds until `release`
+    exists; with no `release`, until the test kills it."""
+    release = release or marker.with_name(marker.name + ".never")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     process = subprocess.Popen(
-        [sys.executable, str(SLOW_TURN), thread, str(marker), str(seconds)],
+        [sys.executable, str(SLOW_TURN), thread, str(marker), str(release)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,
@@ -59,7 +62,7 @@ def test_a_fact_survives_a_process_restart(database: str):
 
 def test_kill_9_during_tools_then_a_new_turn_works_and_keeps_history(isolated: Path, database: str):
     assert run_cli("chat", "-t", "crash", "-m", "what is 6 times 7").returncode == 0
-    process = start_slow_turn("crash", isolated / "started", seconds=120)
+    process = start_slow_turn("crash", isolated / "started")
     process.send_signal(signal.SIGKILL)
     process.wait(timeout=30)
 
@@ -80,8 +83,10 @@ def test_kill_9_during_tools_then_a_new_turn_works_and_keeps_history(isolated: P
 def test_a_second_writer_on_the_same_thread_gets_the_busy_error_and_nothing_is_lost(
     isolated: Path, database: str
 ):
-    process = start_slow_turn("shared", isolated / "started", seconds=4)
+    release = isolated / "release"
+    process = start_slow_turn("shared", isolated / "started", release)
     busy = run_cli("chat", "-t", "shared", "-m", "what is 1 plus 1")
+    release.touch()  # the first writer finishes only after the second was turned away
     stdout, stderr = process.communicate(timeout=60)
     assert process.returncode == 0, stderr.decode()
     assert busy.returncode == 2

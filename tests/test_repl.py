@@ -66,7 +66,7 @@ def test_repl_turns_slash_commands_and_resume():
 def test_ctrl_c_during_a_turn_returns_to_the_prompt_and_keeps_the_thread(isolated: Path):
     marker = isolated / "started"
     script = str(REPO / "tests" / "scripts" / "slow_turn.py")
-    child = spawn(script, "demo", str(marker), "60", "chat", "--thread", "demo")
+    child = spawn(script, "demo", str(marker), str(isolated / "never"), "chat", "--thread", "demo")
     child.sendline("please run the slow step")
     child.expect("slow_step")
     child.sendcontrol("c")
@@ -82,7 +82,7 @@ def test_ctrl_c_during_a_turn_returns_to_the_prompt_and_keeps_the_thread(isolate
 def kill_mid_turn(isolated: Path, thread: str) -> None:
     from tests.test_persistence import start_slow_turn
 
-    process = start_slow_turn(thread, isolated / "killed-started", seconds=120)
+    process = start_slow_turn(thread, isolated / "killed-started")
     process.kill()
     process.wait(timeout=30)
 
@@ -91,11 +91,21 @@ def kill_mid_turn(isolated: Path, thread: str) -> None:
 def test_opening_an_interrupted_thread_offers_to_resume_or_discard(isolated: Path, choice: str):
     kill_mid_turn(isolated, "demo")
     script = str(REPO / "tests" / "scripts" / "slow_turn.py")
+    released = isolated / "released"
+    released.touch()  # a resumed slow step finishes at once
     os.environ["SLOW_TURN_RESUME"] = "1"
     try:
         child = pexpect.spawn(
             sys.executable,
-            [script, "demo", str(isolated / "again"), "0", "chat", "--thread", "demo"],
+            [
+                script,
+                "demo",
+                str(isolated / "again"),
+                str(released),
+                "chat",
+                "--thread",
+                "demo",
+            ],
             env={
                 **os.environ,
                 "PYTHONPATH": str(REPO),

@@ -6,23 +6,32 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
 import pytest
 
-from tests.server_process import post_run, running_server, sse_events
-
-SLOW_SECONDS = 1.5
+from tests.server_process import Hold, post_run, running_server, sse_events
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> str:
-    tmp = tmp_path_factory.mktemp("server")
-    db, workspace = tmp / "db" / "agent.sqlite", tmp / "workspace"
-    args = ("--db", str(db), "--workspace", str(workspace))
-    with running_server(tmp, SLOW_SECONDS, *args) as base:
+def server_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("server")
+
+
+@pytest.fixture(scope="module")
+def server(server_dir: Path) -> str:
+    db, workspace = server_dir / "db" / "agent.sqlite", server_dir / "workspace"
+    with running_server(server_dir, "--db", str(db), "--workspace", str(workspace)) as base:
         yield base
+
+
+@pytest.fixture
+def hold(server_dir: Path) -> Hold:
+    """The slow step holds from here until the test releases it (or ends)."""
+    with Hold(server_dir) as held:
+        yield held
 
 
 def stream_until(base: str, thread: str, message: str, stop_at: str, seen: list) -> None:
@@ -43,7 +52,7 @@ def wait_for(seen: list, kind: str, timeout: float = 20) -> None:
         time.sleep(0.02)
 
 
-def test_a_second_run_on_a_busy_thread_gets_409(server: str):
+def test_a_second_run_on_a_busy_thread_gets_409(server: str, hold: Hold):
     seen: list[str] = []
     first = threading.Thread(
         target=stream_until, args=(server, "busy", "do the slow step", "end", seen)
@@ -55,16 +64,18 @@ def test_a_second_run_on_a_busy_thread_gets_409(server: str):
     assert second.json()["detail"].startswith("thread busy is busy")
     rollback = httpx.post(f"{server}/threads/busy/rollback", json={"turns": 1}, timeout=10)
     assert rollback.status_code == 409
+    hold.release()
     first.join(timeout=30)
     assert seen[-3:] == ["node", "final", "end"]
     again = post_run(server, "busy", "what is 2 plus 3")
     assert again.status_code == 200 and "event: final" in again.text
 
 
-def test_a_client_that_disconnects_mid_stream_leaves_the_thread_consistent(server: str):
+def test_a_client_that_disconnects_mid_stream_leaves_the_thread_consistent(server: str, hold: Hold):
     seen: list[str] = []
     stream_until(server, "gone", "do the slow step", "tool_call", seen)
     assert "final" not in seen  # the connection closed while the tool was still running
+    hold.release()
 
     deadline = time.monotonic() + 30
     while (after := post_run(server, "gone", "what is 2 plus 3")).status_code == 409:
@@ -111,14 +122,16 @@ def test_the_server_refuses_a_50_mb_body_without_reading_it(server: str):
 def test_serve_requires_the_token_from_app_api_token(tmp_path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("APP_API_TOKEN", "tok-1")
     args = ("--db", str(tmp_path / "agent.sqlite"), "--workspace", str(tmp_path / "workspace"))
-    with running_server(tmp_path, 0.1, *args) as base:
+    with running_server(tmp_path, *args) as base:
         assert httpx.get(f"{base}/health", timeout=10).status_code == 200
         assert httpx.get(f"{base}/threads", timeout=10).status_code == 401
         authorized = {"Authorization": "Bearer tok-1"}
         assert httpx.get(f"{base}/threads", headers=authorized, timeout=10).status_code == 200
 
 
-def test_a_cancelled_run_stops_after_its_step_and_leaves_the_thread_consistent(server: str):
+def test_a_cancelled_run_stops_after_its_step_and_leaves_the_thread_consistent(
+    server: str, hold: Hold
+):
     assert httpx.post(f"{server}/threads/stop/runs/cancel", json={}, timeout=10).status_code == 404
     events: list[tuple[str, dict]] = []
 
@@ -135,6 +148,7 @@ def test_a_cancelled_run_stops_after_its_step_and_leaves_the_thread_consistent(s
         time.sleep(0.02)
     cancelled = httpx.post(f"{server}/threads/stop/runs/cancel", json={}, timeout=10)
     assert cancelled.status_code == 202 and cancelled.json()["status"] == "cancelling"
+    hold.release()
     first.join(timeout=30)
 
     kind, end = events[-1]

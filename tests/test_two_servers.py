@@ -11,9 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.server_process import post_run, running_server, sse_events
+from tests.server_process import Hold, post_run, running_server, sse_events
 
-SLOW_SECONDS = 2.0
 THREADS = [f"team-{n}" for n in range(6)]
 
 
@@ -22,10 +21,10 @@ def servers(pg_server, tmp_path_factory: pytest.TempPathFactory):
     url = pg_server.new_database()
     first, second = (tmp_path_factory.mktemp(name) for name in ("server-a", "server-b"))
     with (
-        running_server(first, SLOW_SECONDS, *_args(url, first)) as a,
-        running_server(second, SLOW_SECONDS, *_args(url, second)) as b,
+        running_server(first, *_args(url, first)) as a,
+        running_server(second, *_args(url, second)) as b,
     ):
-        yield a, b
+        yield a, b, Hold(first)
     for tmp in (first, second):  # shown when a test failed: what the servers logged
         print(f"--- {tmp.name}/server.log ---\n{(tmp / 'server.log').read_text()[-4000:]}")
     pg_server.drop_database(url)
@@ -48,8 +47,8 @@ def _events(text: str) -> list[tuple[str, dict]]:
     return list(sse_events(iter([*text.split("\n"), ""])))
 
 
-def test_turns_on_many_threads_through_both_servers(servers: tuple[str, str]):
-    a, b = servers
+def test_turns_on_many_threads_through_both_servers(servers: tuple[str, str, Hold]):
+    a, b, _ = servers
     jobs = [(thread, n) for thread in THREADS for n in (1, 2)]
 
     def turn(job: tuple[str, int]) -> dict:
@@ -87,9 +86,9 @@ def test_turns_on_many_threads_through_both_servers(servers: tuple[str, str]):
 
 
 def test_the_same_thread_from_both_servers_one_gets_409_and_nothing_is_lost(
-    servers: tuple[str, str],
+    servers: tuple[str, str, Hold],
 ):
-    a, b = servers
+    a, b, hold_a = servers
     seen: list[str] = []
 
     def slow_run() -> None:
@@ -99,15 +98,15 @@ def test_the_same_thread_from_both_servers_one_gets_409_and_nothing_is_lost(
             seen.extend(kind for kind, _ in sse_events(r.iter_lines()))
 
     first = threading.Thread(target=slow_run)
-    first.start()
-    deadline = time.monotonic() + 30
-    while "tool_call" not in seen:
-        assert time.monotonic() < deadline, f"the slow run never reached its tool: {seen}"
-        time.sleep(0.02)
-
-    busy = post_run(b, "shared", "what is 2 plus 3")
-    assert busy.status_code == 409, busy.text
-    assert "busy" in busy.json()["detail"]
+    with hold_a:  # the slow step on server a holds until b has refused the same thread
+        first.start()
+        deadline = time.monotonic() + 30
+        while "tool_call" not in seen:
+            assert time.monotonic() < deadline, f"the slow run never reached its tool: {seen}"
+            time.sleep(0.02)
+        busy = post_run(b, "shared", "what is 2 plus 3")
+        assert busy.status_code == 409, busy.text
+        assert "busy" in busy.json()["detail"]
     first.join(timeout=60)
     assert seen[-2:] == ["final", "end"]
 

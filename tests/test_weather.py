@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tools import clock
 from tools.errors import ToolError, ToolInputError, ToolNotFoundError
 from tools.weather import (
     City,
@@ -19,6 +20,8 @@ from tools.weather import (
     get_weather,
     resolve_city,
 )
+
+pytestmark = pytest.mark.dated  # reruns on other pinned days: tests/test_pinned_dates.py
 
 TODAY = datetime.date(2025, 3, 15)
 KEYS = {"city", "city_zh", "date", "condition", "high", "low", "unit", "source"}
@@ -318,7 +321,7 @@ def test_out_of_range_dates_name_the_supported_forms_and_range(date: str):
 
 
 def test_get_weather_tool_returns_json_with_the_documented_keys():
-    tomorrow = (datetime.date.today() + datetime.timedelta(days=1)).isoformat()
+    tomorrow = (clock.today() + datetime.timedelta(days=1)).isoformat()
     raw = get_weather.invoke({"city": "巴黎", "unit": "fahrenheit", "date": "tomorrow"})
     assert isinstance(raw, str)
     assert "巴黎" in raw  # ensure_ascii=False keeps Chinese readable for the model
@@ -330,9 +333,10 @@ def test_get_weather_tool_returns_json_with_the_documented_keys():
     assert result == forecast("Paris", unit="fahrenheit", date=tomorrow)
 
 
-def test_get_weather_tool_uses_the_real_current_date_by_default():
+def test_get_weather_tool_uses_the_clocks_date_by_default(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("APP_NOW", "2028-02-29T23:59:59+00:00")
     result = json.loads(get_weather.invoke({"city": "London"}))
-    assert result["date"] == datetime.date.today().isoformat()
+    assert result["date"] == "2028-02-29"
     assert result["unit"] == "celsius"
 
 

@@ -15,6 +15,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from tools import clock
 from tools.errors import ToolError, ToolInputError, ToolNotFoundError
 from tools.weather import WeatherArgs, cities, get_weather
 from tools.weather_online import (
@@ -331,7 +332,7 @@ def test_online_tool_calls_the_service_named_by_app_weather_url(
     server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
 ):
     monkeypatch.setenv("APP_WEATHER_URL", server.url)
-    today = datetime.date.today()
+    today = clock.today()
     server.script(Reply(body=daily(day=today, high=30.4, low=24.5, code=80)))
     raw = make_weather_tool("open-meteo").invoke({"city": "新加坡"})
     assert "新加坡" in raw

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.server_process import running_server
+from tests.server_process import Hold, running_server
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -39,16 +39,10 @@ def browser_or_skip():  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def slow_seconds() -> float:
-    """How long the server's `slow_step` tool blocks (tests that need time to click override it)."""
-    return 0.1
-
-
-@pytest.fixture
-def page(tmp_path: Path, slow_seconds: float):  # type: ignore[no-untyped-def]
+def page(tmp_path: Path):  # type: ignore[no-untyped-def]
     sync_playwright = browser_or_skip()
     args = ("--db", str(tmp_path / "db" / "agent.sqlite"), "--workspace", str(tmp_path / "ws"))
-    with running_server(tmp_path, slow_seconds, *args) as base, sync_playwright() as playwright:
+    with running_server(tmp_path, *args) as base, sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         try:
             page = browser.new_page()
@@ -109,16 +103,18 @@ def test_the_page_runs_a_turn_with_the_chosen_strategy(page):  # type: ignore[no
     expect(page.locator(".msg.strategy").first).to_contain_text("plan: 1. calculator")
 
 
-@pytest.mark.parametrize("slow_seconds", [2.0])
-def test_stop_ends_a_running_turn_and_the_chat_goes_on(page):  # type: ignore[no-untyped-def]
+def test_stop_ends_a_running_turn_and_the_chat_goes_on(page, tmp_path: Path):  # type: ignore[no-untyped-def]
     from playwright.sync_api import expect
 
     page.fill("#new-thread-id", "stopped")
     page.click("#new-thread button")
     expect(page.locator("#thread-title")).to_have_text("Thread stopped")
-    send(page, "do the slow step")
-    expect(page.locator(".msg.call").last).to_contain_text("slow_step")
-    page.click("#stop")
+    with Hold(tmp_path):  # the slow step holds until the server has taken the Stop
+        send(page, "do the slow step")
+        expect(page.locator(".msg.call").last).to_contain_text("slow_step")
+        with page.expect_response(lambda r: r.url.endswith("/runs/cancel")) as cancel:
+            page.click("#stop")
+        assert cancel.value.status == 202
     expect(page.locator(".msg.notice").last).to_contain_text("cancelled")
     expect(page.locator("#stop")).to_be_hidden()
     expect(page.locator("#timeline .segment.head .turn")).to_have_text("turn 1")

@@ -1,9 +1,11 @@
-"""The current_time tool: the local date, time, weekday and time zone as JSON."""
+"""The one clock the tools read (pinned by APP_NOW for reproducible runs and tests), and the
+current_time tool: the local date, time, weekday and time zone as JSON."""
 
 from __future__ import annotations
 
 import json
-from datetime import datetime
+import os
+from datetime import date, datetime
 
 from langchain_core.tools import tool
 from pydantic import BaseModel
@@ -12,21 +14,47 @@ from pydantic import BaseModel
 _WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 
 
-def now_info(now: datetime | None = None) -> dict[str, str]:
-    """Describe ``now`` (default: the current local time) as iso, date, time, weekday, timezone.
+PIN_VARIABLE = "APP_NOW"
 
-    A naive ``now`` is taken as local time; an aware one keeps its own zone, so tests can pin it.
+
+def parse_pin(text: str) -> datetime:
+    """An APP_NOW value: ISO 8601, a date alone meaning its noon; without an offset, local time."""
+    value = text.strip()
+    try:
+        moment = datetime.fromisoformat(f"{value}T12:00:00" if len(value) == 10 else value)
+    except ValueError:
+        raise ValueError(
+            f"{PIN_VARIABLE}={text!r} is not an ISO 8601 date or time; "
+            "use e.g. 2026-12-31 or 2026-12-31T23:59:00+01:00, or unset it"
+        ) from None
+    return moment if moment.tzinfo else moment.astimezone()
+
+
+def now() -> datetime:
+    """The current local time (aware), or the instant APP_NOW pins."""
+    pinned = os.environ.get(PIN_VARIABLE)
+    return parse_pin(pinned) if pinned else datetime.now().astimezone()
+
+
+def today() -> date:
+    """The date of `now()`: what 'today' means to the weather tools."""
+    return now().date()
+
+
+def now_info(moment: datetime | None = None) -> dict[str, str]:
+    """Describe ``moment`` (default: `now()`) as iso, date, time, weekday, timezone.
+
+    A naive ``moment`` is taken as local time; an aware one keeps its own zone.
     """
-    if now is None:
-        now = datetime.now()
-    if now.tzinfo is None:
-        now = now.astimezone()
+    moment = now() if moment is None else moment
+    if moment.tzinfo is None:
+        moment = moment.astimezone()
     return {
-        "iso": now.isoformat(timespec="seconds"),
-        "date": now.strftime("%Y-%m-%d"),
-        "time": now.strftime("%H:%M:%S"),
-        "weekday": _WEEKDAYS[now.weekday()],
-        "timezone": now.tzname() or now.strftime("%z"),
+        "iso": moment.isoformat(timespec="seconds"),
+        "date": moment.strftime("%Y-%m-%d"),
+        "time": moment.strftime("%H:%M:%S"),
+        "weekday": _WEEKDAYS[moment.weekday()],
+        "timezone": moment.tzname() or moment.strftime("%z"),
     }
 
 

@@ -18,6 +18,7 @@ from typing import Any, Literal
 from langchain_core.tools import tool
 from pydantic import BaseModel, Field
 
+from tools import clock
 from tools.errors import ToolInputError, ToolNotFoundError
 
 DATA_FILE = Path(__file__).parent / "data" / "weather_cities.json"
@@ -237,14 +238,14 @@ def forecast(
     """The offline forecast for one city and day.
 
     `date` is "today", "tomorrow" or YYYY-MM-DD, from 30 days before `today` to 14 days after;
-    `today` defaults to the real current date. Returns city, city_zh, date (ISO), condition,
+    `today` defaults to `tools.clock.today()` (APP_NOW pins it). Returns city, city_zh, date (ISO), condition,
     high, low (ints, high > low), unit and source.
     """
     unit_key = unit.strip().lower()
     if unit_key not in UNITS:
         raise ToolInputError(f"unit {unit!r} is not supported; use 'celsius' or 'fahrenheit'")
     found = resolve_city(city)
-    day = resolve_date(date, today or datetime.date.today())
+    day = resolve_date(date, today or clock.today())
     normal = found.normal_for(day)
     first, second, pick = _unit_fractions(found, day)
     high_offset = (2 * first - 1) * _MAX_OFFSET

@@ -13,6 +13,7 @@ from typing import Any, Literal, Protocol
 
 from langchain_core.tools import BaseTool, StructuredTool
 
+from tools import clock
 from tools.errors import ToolError, ToolInputError
 from tools.weather import UNITS, WeatherArgs, get_weather, resolve_city, resolve_date
 
@@ -97,13 +98,13 @@ class OpenMeteoBackend:
         """The service's forecast for one city and day, in the offline tool's shape.
 
         `date` is "today", "tomorrow" or YYYY-MM-DD, from 30 days before `today` to 15 days after;
-        `today` defaults to the real current date. Arguments are checked before any request.
+        `today` defaults to `tools.clock.today()` (APP_NOW pins it). Arguments are checked before any request.
         """
         unit_key = unit.strip().lower()
         if unit_key not in UNITS:
             raise ToolInputError(f"unit {unit!r} is not supported; use 'celsius' or 'fahrenheit'")
         found = resolve_city(city)
-        day = _resolve_date(date, today or datetime.date.today())
+        day = _resolve_date(date, today or clock.today())
         payload = self._get(
             {
                 "latitude": found.latitude,

@@ -1,7 +1,8 @@
 """`python -m app serve` whose agent has one extra tool that blocks: lets tests hold a run open.
 
-Usage: slow_server.py SECONDS [SERVE ARGS…]. A message containing "slow step" makes the model call
-`slow_step` (which sleeps SECONDS, then answers); any other message goes to the offline model.
+Usage: slow_server.py HOLD_FILE [SERVE ARGS…]. A message containing "slow step" makes the model call
+`slow_step`, which holds while HOLD_FILE exists (two minutes at most), then answers; any other
+message goes to the offline model.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import dataclasses
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
@@ -18,13 +20,16 @@ import app.context
 from app.__main__ import main
 from app.models.offline import OfflineChatModel
 
-seconds = float(sys.argv[1])
+hold_file = Path(sys.argv[1])
+HOLD_AT_MOST = 120.0
 
 
 @tool
 def slow_step(label: str) -> str:
     """Take a long time (test helper)."""
-    time.sleep(seconds)
+    deadline = time.monotonic() + HOLD_AT_MOST
+    while hold_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
     return f"finished {label}"
 
 

@@ -1,7 +1,8 @@
 """`python -m app chat` whose one tool blocks for a while: lets tests kill or interrupt a real turn.
 
-Usage: slow_turn.py THREAD STARTED_MARKER SECONDS [CLI ARGS…] — the marker file appears when the
-tool starts; without CLI ARGS it runs one `chat --jsonl` turn that asks for the slow step.
+Usage: slow_turn.py THREAD STARTED_MARKER RELEASE_FILE [CLI ARGS…] — the marker file appears when
+the tool starts, and the tool holds until the test creates RELEASE_FILE (or kills the process; five
+minutes at most); without CLI ARGS it runs one `chat --jsonl` turn that asks for the slow step.
 """
 
 from __future__ import annotations
@@ -18,14 +19,17 @@ import app.context
 from app.__main__ import main
 from tests.fakes import ScriptedChatModel, ai_calls, call
 
-thread_id, started_marker, seconds = sys.argv[1], Path(sys.argv[2]), float(sys.argv[3])
+thread_id, started_marker, release = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
+HOLD_AT_MOST = 300.0
 
 
 @tool
 def slow_step(label: str) -> str:
     """Take a long time (test helper)."""
     started_marker.write_text(str(time.time()))
-    time.sleep(seconds)
+    deadline = time.monotonic() + HOLD_AT_MOST
+    while not release.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
     return f"finished {label}"
 
 

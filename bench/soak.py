@@ -1,0 +1,159 @@
+"""The concurrency soak: several processes run `chat -m` turns on one database at once, as users
+in several terminals do, and nothing that succeeded may be lost.
+
+Each worker process runs TURNS turns through the real `chat` command (in-process, so each turn opens
+and closes its own connections, exactly like one `python -m app chat -m` invocation), alternating
+between a thread all workers share and a thread of its own. A turn on the shared thread that finds
+it busy exits 2 ("thread busy") and is not an error. Afterwards every turn that exited 0 must be in
+its thread's history, and a SQLite database must pass `PRAGMA integrity_check`.
+
+`python -m bench.soak DB TURNS INDEX` is one worker: it prints `ready`, waits for a line on stdin
+(so all workers start together), then prints a JSON report of its turns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+SHARED_THREAD = "soak-shared"
+BUSY = 2
+
+
+def own_thread(index: int) -> str:
+    return f"soak-{index}"
+
+
+def message(index: int, turn: int) -> str:
+    return f"soak {index}.{turn}: what is {index} plus {turn}"
+
+
+def chat_turn(db: str, thread: str, text: str) -> int:
+    """One `chat -m` turn through the CLI's own entry point; its exit status."""
+    from app.__main__ import run
+
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        return run(["chat", "--db", db, "--thread", thread, "--message", text])
+
+
+def worker(db: str, turns: int, index: int) -> dict:
+    import app.cli  # noqa: F401  (imports done before the start line, like a warm process)
+
+    print("ready", flush=True)
+    sys.stdin.readline()
+    started = time.time()
+    outcomes = []
+    for turn in range(turns):
+        thread = SHARED_THREAD if turn % 2 == 0 else own_thread(index)
+        text = message(index, turn)
+        outcomes.append({"thread": thread, "message": text, "status": chat_turn(db, thread, text)})
+    return {"start": started, "end": time.time(), "outcomes": outcomes}
+
+
+@dataclass
+class SoakResult:
+    processes: int
+    turns_per_process: int
+    answered: int
+    busy: int
+    errors: list[dict]
+    lost: list[dict]
+    integrity: str
+    wall_s: float
+
+    @property
+    def turns_per_s(self) -> float:
+        return self.answered / self.wall_s if self.wall_s else 0.0
+
+    @property
+    def clean(self) -> bool:
+        return not self.errors and not self.lost and self.integrity == "ok"
+
+    def as_dict(self) -> dict:
+        return {**self.__dict__, "turns_per_s": self.turns_per_s, "clean": self.clean}
+
+
+def soak(db: str, processes: int, turns: int, env: dict[str, str], cwd: Path) -> SoakResult:
+    """Run `processes` workers of `turns` turns each on `db` (a SQLite path or a PostgreSQL URL)."""
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-m", "bench.soak", db, str(turns), str(index)],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for index in range(processes)
+    ]
+    for process in workers:
+        assert process.stdout is not None and process.stdin is not None
+        if process.stdout.readline().strip() != b"ready":
+            raise RuntimeError(f"a soak worker did not start: {process.stderr.read()[-2000:]}")
+    for process in workers:
+        process.stdin.write(b"go\n")
+        process.stdin.flush()
+    reports = []
+    for process in workers:
+        out, err = process.communicate(timeout=1800)
+        if process.returncode != 0:
+            raise RuntimeError(f"a soak worker crashed: {err.decode()[-2000:]}")
+        reports.append(json.loads(out.decode().splitlines()[-1]))
+    outcomes = [o for r in reports for o in r["outcomes"]]
+    answered = [o for o in outcomes if o["status"] == 0]
+    return SoakResult(
+        processes=processes,
+        turns_per_process=turns,
+        answered=len(answered),
+        busy=sum(o["status"] == BUSY and o["thread"] == SHARED_THREAD for o in outcomes),
+        errors=[o for o in outcomes if o["status"] != 0 and not _busy(o)],
+        lost=missing_turns(db, answered),
+        integrity=integrity(db),
+        wall_s=max(r["end"] for r in reports) - min(r["start"] for r in reports),
+    )
+
+
+def _busy(outcome: dict) -> bool:
+    return outcome["status"] == BUSY and outcome["thread"] == SHARED_THREAD
+
+
+def missing_turns(db: str, answered: list[dict]) -> list[dict]:
+    """The answered turns whose message is not in their thread's history."""
+    from langchain_core.messages import HumanMessage
+
+    from app.store import open_checkpointer
+    from app.threads import load_state
+    from graphs.strategies import get_strategy
+
+    with open_checkpointer(db) as saver:
+        graph = get_strategy("react").build(saver)
+        kept = {
+            thread: {
+                m.content
+                for m in load_state(graph, thread).values.get("messages", [])
+                if isinstance(m, HumanMessage)
+            }
+            for thread in {o["thread"] for o in answered}
+        }
+    return [o for o in answered if o["message"] not in kept[o["thread"]]]
+
+
+def integrity(db: str) -> str:
+    """SQLite's own verdict on the file ("ok"); a PostgreSQL server keeps its own."""
+    if db.startswith(("postgresql://", "postgres://")):
+        return "ok"
+    with contextlib.closing(sqlite3.connect(db)) as connection:
+        return "; ".join(row[0] for row in connection.execute("PRAGMA integrity_check"))
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("APP_APPROVE", "never")
+    print(json.dumps(worker(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))), flush=True)
