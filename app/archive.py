@@ -31,7 +31,7 @@ from app.errors import UsageError
 from app.store import validate_thread_id
 from app.threads import load_state, unreadable
 from app.transcript import render_markdown
-from graphs.builder import build_graph
+from graphs.react.graph import build_graph
 from graphs.state import unreadable_reason
 
 FORMAT = "waypoint-thread/1"

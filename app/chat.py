@@ -29,11 +29,11 @@ from app.render import Renderer
 from app.store import lock_thread, validate_thread_id
 from app.threads import load_state
 from app.worker import RunCancelled, sigint_ignored, stream_in_worker
-from graphs.builder import recursion_limit
-from graphs.messages import cancelled_results, dangling_tool_calls, new_message_id
+from graphs.react.graph import recursion_limit
+from graphs.shared.messages import cancelled_results, dangling_tool_calls, new_message_id
+from graphs.shared.summarize import split_for_summary, summary_update, write_summary
 from graphs.state import AgentContext
 from graphs.strategies import get_strategy, stored_strategy, strategy_turn_input
-from graphs.summarize import split_for_summary, summary_update, write_summary
 from tools import SIDE_EFFECT_TOOLS
 from tools.memory import MemoryStore
 

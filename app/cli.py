@@ -359,7 +359,7 @@ def list_tools(
     from app.cli_mcp import open_mcp_tools
     from app.context import make_context
     from app.memory import memory_user, open_memory
-    from graphs.approvals import risk_of
+    from graphs.shared.approvals import risk_of
 
     settings = load_settings(db=db, mcp_config=mcp_config, model="offline")
     with open_memory(settings) as memory, open_mcp_tools(settings.mcp_config) as extra:

@@ -82,7 +82,7 @@ def build_server(tools: list[BaseTool]) -> Server:
     from mcp.server.lowlevel import Server
     from pydantic import ValidationError
 
-    from graphs.tool_calls import invalid_arguments_message, unknown_tool_message
+    from graphs.shared.tool_calls import invalid_arguments_message, unknown_tool_message
     from tools import SIDE_EFFECT_TOOLS
     from tools.errors import ToolError
 

@@ -84,7 +84,7 @@ def ping(settings: Settings) -> Check:
     from langchain_core.messages import HumanMessage
 
     from app.models import make_chat_model
-    from graphs.model_errors import classify_model_error
+    from graphs.shared.model_errors import classify_model_error
 
     try:
         model = make_chat_model(settings.model_spec, timeout=min(settings.model_timeout, 20))

@@ -15,7 +15,7 @@ from app.config import Settings
 from app.db.location import DatabaseLocation
 from app.errors import UsageError
 from app.store import THREAD_ID, connect, database_error
-from graphs.messages import current_turn
+from graphs.shared.messages import current_turn
 from tools.memory import MemoryStore, clean_text, query_terms
 
 log = logging.getLogger(__name__)

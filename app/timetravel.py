@@ -17,7 +17,7 @@ from app.db.base import CheckpointRecord, Database
 from app.errors import UsageError
 from app.threads import checkpoint_time, load_state, unreadable
 from app.workspace_sync import WorkspaceReport, restore_workspace
-from graphs.messages import current_turn
+from graphs.shared.messages import current_turn
 from graphs.state import unreadable_reason
 
 COUNTERS = ("turn", "iteration", "retry_count", "status", "last_error")

@@ -34,7 +34,7 @@ def waypoint_history(db_path: Path, thread_id: str) -> list[Any]:
     from app.store import open_database
     from app.threads import load_state
     from app.timetravel import CheckpointIndex, turn_history
-    from graphs.builder import build_graph
+    from graphs.react.graph import build_graph
 
     settings = load_settings(db=db_path)
     with open_database(settings.db, settings.busy_timeout) as database:

@@ -99,7 +99,7 @@ class GraphRunner:
     """Waypoint's compiled graph, streamed directly: no lock, no repair check, no rendering."""
 
     def __init__(self, db_path: Path, thread_id: str = THREAD) -> None:
-        from graphs.builder import build_graph, recursion_limit
+        from graphs.react.graph import build_graph, recursion_limit
 
         self.db_path = db_path
         self.thread_id = thread_id
@@ -115,7 +115,7 @@ class GraphRunner:
 
         from app.chat import PREVIEW_CHARS
         from app.worker import STREAM_MODES
-        from graphs.messages import new_message_id
+        from graphs.shared.messages import new_message_id
         from graphs.state import turn_input
 
         self.turns += 1

@@ -11,10 +11,10 @@ from langchain_core.messages import AnyMessage, ToolCall
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 
-from graphs.builder import build_graph
-from graphs.plan import PLAN_TURN_RESET, build_plan_graph, next_step_calls
-from graphs.reflexion import REFLEXION_TURN_RESET, build_reflexion_graph
-from graphs.router import ROUTED_TURN_RESET, build_routed_graph
+from graphs.plan.graph import PLAN_TURN_RESET, build_plan_graph, next_step_calls
+from graphs.react.graph import build_graph
+from graphs.reflexion.graph import REFLEXION_TURN_RESET, build_reflexion_graph
+from graphs.routed.graph import ROUTED_TURN_RESET, build_routed_graph
 from graphs.state import turn_input
 
 DEFAULT_STRATEGY = "react"

@@ -14,8 +14,8 @@ from langchain_core.tools import StructuredTool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
-from graphs.approvals import risk_of
-from graphs.builder import build_graph
+from graphs.react.graph import build_graph
+from graphs.shared.approvals import risk_of
 from graphs.state import AgentContext, turn_input
 from tests.conftest import REPO, run_cli
 from tests.fakes import ScriptedChatModel, ai_calls, call

@@ -21,8 +21,8 @@ from app.config import load_settings
 from app.errors import UsageError
 from app.models.offline import OfflineChatModel
 from app.store import open_checkpointer, open_database
-from graphs.builder import build_graph
-from graphs.messages import new_message_id
+from graphs.react.graph import build_graph
+from graphs.shared.messages import new_message_id
 from graphs.state import AgentContext, turn_input
 from tools import default_tools
 

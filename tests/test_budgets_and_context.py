@@ -19,9 +19,9 @@ from app.context import make_context
 from app.models.offline import OfflineChatModel
 from app.render import JsonlRenderer
 from app.store import open_checkpointer
-from graphs.builder import build_graph
+from graphs.react.graph import build_graph
+from graphs.shared.summarize import SUMMARY_NAME, split_for_summary
 from graphs.state import AgentContext, turn_input
-from graphs.summarize import SUMMARY_NAME, split_for_summary
 from tests.conftest import run_cli
 from tests.fakes import ScriptedChatModel, ai_calls, call
 from tools import default_tools

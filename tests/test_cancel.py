@@ -18,7 +18,7 @@ from app.config import load_settings
 from app.context import make_context
 from app.render import JsonlRenderer
 from app.store import open_checkpointer
-from graphs.messages import dangling_tool_calls
+from graphs.shared.messages import dangling_tool_calls
 from tests.fakes import ScriptedChatModel, call
 
 

@@ -10,7 +10,7 @@ from langchain_core.messages import HumanMessage
 from app.config import load_settings
 from app.models.offline import OfflineChatModel
 from app.store import open_checkpointer
-from graphs.builder import build_graph
+from graphs.react.graph import build_graph
 from graphs.state import AgentContext, turn_input
 from tools import default_tools
 

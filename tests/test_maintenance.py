@@ -25,7 +25,7 @@ from app.maintenance import PruneReport, delete_thread, prune, thread_sizes, vac
 from app.models.offline import OfflineChatModel
 from app.store import ThreadLock, open_database
 from app.threads import list_threads
-from graphs.builder import build_graph
+from graphs.react.graph import build_graph
 from graphs.state import AgentContext, turn_input
 from tools import default_tools
 

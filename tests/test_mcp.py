@@ -212,7 +212,7 @@ def test_without_the_optional_extra_the_error_says_what_to_install(
 @needs_mcp
 def test_waypoint_tools_round_trip_through_a_real_stdio_server(tmp_path: Path):
     from app.cli_mcp import input_schema
-    from graphs.tool_calls import run_tool_calls
+    from graphs.shared.tool_calls import run_tool_calls
 
     served = tmp_path / "served"
     config = write_config(tmp_path / "mcp.json", {"waypoint": waypoint_server(served)})

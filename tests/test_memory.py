@@ -33,7 +33,7 @@ from app.memory import (
     validate_user,
 )
 from app.store import open_checkpointer
-from graphs.builder import build_graph, recursion_limit
+from graphs.react.graph import build_graph, recursion_limit
 from graphs.state import AgentContext, turn_input
 from tests.conftest import REPO
 from tests.db_helpers import execute

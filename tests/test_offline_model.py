@@ -15,7 +15,7 @@ from langchain_core.tools import BaseTool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from app.models.offline import OfflineChatModel
-from graphs.builder import build_graph
+from graphs.react.graph import build_graph
 from graphs.state import AgentContext, turn_input
 from tests.expected import assert_names_the_warmer_city, chinese_comparison
 from tools import default_tools

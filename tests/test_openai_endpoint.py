@@ -18,8 +18,8 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from app.context import SYSTEM_PROMPT
 from app.models import make_chat_model
 from app.store import open_checkpointer
-from graphs.builder import build_graph, recursion_limit
-from graphs.messages import new_message_id
+from graphs.react.graph import build_graph, recursion_limit
+from graphs.shared.messages import new_message_id
 from graphs.state import AgentContext, turn_input
 from tests.conftest import run_cli
 from tests.fakes import TOOL_NAMES

@@ -19,7 +19,7 @@ from app.maintenance import delete_thread, prune, thread_sizes, vacuum
 from app.models.offline import OfflineChatModel
 from app.store import lock_thread, open_database, thread_interrupted
 from app.threads import list_threads
-from graphs.builder import build_graph
+from graphs.react.graph import build_graph
 from graphs.state import AgentContext
 from tests.conftest import REPO, run_cli
 from tests.db_helpers import execute

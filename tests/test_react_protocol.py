@@ -31,7 +31,7 @@ from app.models.react import (
     react_system_prompt,
     wrap_react,
 )
-from graphs.builder import build_graph, recursion_limit
+from graphs.react.graph import build_graph, recursion_limit
 from graphs.state import AgentContext, turn_input
 from tests.fakes import TOOL_NAMES, ScriptedChatModel, call
 from tools import default_tools

@@ -11,9 +11,9 @@ import openai
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from graphs.messages import call_signature
-from graphs.model_errors import classify_model_error
-from graphs.routing import is_looping, route_after_agent, route_after_tools
+from graphs.react.routing import is_looping, route_after_agent, route_after_tools
+from graphs.shared.messages import call_signature
+from graphs.shared.model_errors import classify_model_error
 from graphs.state import AgentContext, LastError
 from tests.fakes import ScriptedChatModel, ai_calls, call
 

@@ -13,8 +13,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from app.models.offline import OfflineChatModel
 from app.models.structured import remaining_steps
-from graphs.plan_steps import StepSkippedError, resolve_references
-from graphs.schemas import Lesson, Plan, PlanStep, Route, Verdict
+from graphs.plan.steps import StepSkippedError, resolve_references
+from graphs.shared.structured import Lesson, Plan, PlanStep, Route, Verdict
 from graphs.state import AgentContext
 from graphs.strategies import STRATEGIES, get_strategy, strategy_turn_input
 from tests.expected import chinese_comparison

@@ -30,7 +30,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from app.models import answers
 from app.models.facts import asked_fact, recall, stated_facts
 from app.models.intents import Intent, is_chinese, parse_request
-from graphs.summarize import SUMMARIZE_INSTRUCTION, is_summary
+from graphs.shared.summarize import SUMMARIZE_INSTRUCTION, is_summary
 
 OFFLINE_NOTICE = (
     "offline: Waypoint's embedded intent planner (deterministic, no network) — not a language model"

@@ -12,7 +12,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from app.models import answers
 from app.models.intents import Intent, is_chinese, parse_request
-from graphs.plan_steps import REFERENCE
+from graphs.plan.steps import REFERENCE
 
 TOOL_LINE = re.compile(r"^- (\w+)\(", re.M)
 SMALL_TALK = re.compile(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 
-from graphs.builder import build_graph
+from graphs.react.graph import build_graph
 
 
 @functools.cache

@@ -25,7 +25,7 @@ from app.server.errors import ForbiddenError, error_body
 from app.server.events import EventRenderer, sse
 from app.timetravel import state_at
 from app.workspace_sync import restore_workspace
-from graphs.builder import build_graph
+from graphs.react.graph import build_graph
 from tools import SIDE_EFFECT_TOOLS
 
 log = logging.getLogger("waypoint.server")

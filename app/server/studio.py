@@ -10,7 +10,7 @@ from __future__ import annotations
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 
-from graphs.builder import build_graph
+from graphs.react.graph import build_graph
 
 
 def make_graph(config: RunnableConfig | None = None) -> CompiledStateGraph:

@@ -12,7 +12,7 @@ from app.server import storage
 from app.server.errors import ConflictError, NotFoundError
 from app.threads import load_state
 from app.timetravel import CheckpointIndex, CheckpointRow, rollback, state_at, turn_history
-from graphs.builder import build_graph
+from graphs.react.graph import build_graph
 
 TURNS_SHOWN = 50
 

@@ -12,18 +12,18 @@ from langgraph.errors import NodeError
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from graphs.approvals import review_calls
-from graphs.messages import (
+from graphs.react.routing import is_looping
+from graphs.shared.approvals import review_calls
+from graphs.shared.messages import (
     call_signature,
     cancelled_results,
     current_turn,
     dangling_tool_calls,
     new_message_id,
 )
-from graphs.model_errors import classify_model_error
-from graphs.routing import is_looping
+from graphs.shared.model_errors import classify_model_error
+from graphs.shared.tool_calls import run_tool_calls
 from graphs.state import AgentContext, AgentState, LastError
-from graphs.tool_calls import run_tool_calls
 
 MODEL_ERROR_KINDS = {"model_transient", "model_fatal", "context_overflow"}
 FINAL_ANSWER_INSTRUCTION = (

@@ -17,13 +17,13 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
-from graphs.messages import new_message_id
-from graphs.model_errors import classify_model_error
-from graphs.nodes import failure_handler, finalize, model_input, on_node_error
-from graphs.schemas import Route, ask_structured
+from graphs.react.nodes import failure_handler, finalize, model_input, on_node_error
+from graphs.react.tool_loop import run_tool_loop
+from graphs.shared.messages import new_message_id
+from graphs.shared.model_errors import classify_model_error
+from graphs.shared.structured import Route, ask_structured
+from graphs.shared.tool_calls import run_tool_calls
 from graphs.state import AgentContext, AgentState
-from graphs.tool_calls import run_tool_calls
-from graphs.tool_loop import run_tool_loop
 
 CLASSIFY_PROMPT = (
     "Classify the user's last message. calculator: pure arithmetic (give the expression); "

@@ -12,8 +12,8 @@ from langchain_core.messages import AnyMessage, HumanMessage, RemoveMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.runtime import Runtime
 
-from graphs.builder import build_graph
-from graphs.messages import new_message_id
+from graphs.react.graph import build_graph
+from graphs.shared.messages import new_message_id
 from graphs.state import AgentContext, AgentState
 
 # Compiled without a checkpointer: as a subgraph it checkpoints into its parent's saver, under its

@@ -18,14 +18,14 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
-from graphs.messages import current_turn
-from graphs.model_errors import classify_model_error
-from graphs.nodes import failure_handler, finalize, on_node_error
-from graphs.nodes import retry as retry_node
-from graphs.routing import waits_too_long
-from graphs.schemas import Lesson, Verdict, ask_structured
+from graphs.react.nodes import failure_handler, finalize, on_node_error
+from graphs.react.nodes import retry as retry_node
+from graphs.react.routing import waits_too_long
+from graphs.react.tool_loop import run_tool_loop
+from graphs.shared.messages import current_turn
+from graphs.shared.model_errors import classify_model_error
+from graphs.shared.structured import Lesson, Verdict, ask_structured
 from graphs.state import AgentContext, AgentState
-from graphs.tool_loop import run_tool_loop
 
 EVALUATE_PROMPT = (
     "You are the evaluator. Judge whether the assistant's last answer fully and correctly does what "

@@ -12,7 +12,7 @@ from langchain_core.messages import AIMessage, ToolCall, ToolMessage
 from langchain_core.tools import BaseTool
 from pydantic import ValidationError
 
-from graphs.messages import new_message_id
+from graphs.shared.messages import new_message_id
 from tools.errors import ToolError
 
 StreamWriter = Callable[[dict[str, Any]], None]

@@ -8,9 +8,9 @@ from langchain_core.messages import AIMessage
 from langgraph.graph import END
 from langgraph.runtime import Runtime
 
-from graphs.messages import call_signature
+from graphs.shared.messages import call_signature
+from graphs.shared.summarize import can_summarize, over_budget
 from graphs.state import AgentContext, AgentState, LastError
-from graphs.summarize import can_summarize, over_budget
 
 RETRYABLE_MODEL_ERRORS = {"model_transient"}
 LOOP_THRESHOLD = 3  # the same call a third time in one turn is a loop

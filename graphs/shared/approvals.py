@@ -11,7 +11,7 @@ from langchain_core.messages import ToolCall, ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.types import interrupt
 
-from graphs.messages import new_message_id
+from graphs.shared.messages import new_message_id
 
 ApprovalPolicy = Literal["ask", "auto", "never"]
 

@@ -6,10 +6,10 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
-from graphs.nodes import agent, failure_handler, finalize, on_node_error, retry, tools
-from graphs.routing import route_after_agent, route_after_tools, route_at_start
+from graphs.react.nodes import agent, failure_handler, finalize, on_node_error, retry, tools
+from graphs.react.routing import route_after_agent, route_after_tools, route_at_start
+from graphs.shared.summarize import summarize
 from graphs.state import AgentContext, AgentState
-from graphs.summarize import summarize
 
 
 def build_graph(checkpointer: BaseCheckpointSaver | None = None) -> CompiledStateGraph:

@@ -19,12 +19,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
-from graphs.approvals import review_calls
-from graphs.messages import new_message_id
-from graphs.model_errors import classify_model_error
-from graphs.nodes import exhausted_budget, failure_handler, finalize, model_input, on_node_error
-from graphs.nodes import retry as retry_node
-from graphs.plan_steps import (
+from graphs.plan.steps import (
     INVALID_PLAN_INSTRUCTION,
     REPLAN_INSTRUCTION,
     StepSkippedError,
@@ -33,11 +28,22 @@ from graphs.plan_steps import (
     resolve_references,
     step_line,
 )
-from graphs.routing import route_at_start, waits_too_long
-from graphs.schemas import Plan, ask_structured, tokens_of
+from graphs.react.nodes import (
+    exhausted_budget,
+    failure_handler,
+    finalize,
+    model_input,
+    on_node_error,
+)
+from graphs.react.nodes import retry as retry_node
+from graphs.react.routing import route_at_start, waits_too_long
+from graphs.shared.approvals import review_calls
+from graphs.shared.messages import new_message_id
+from graphs.shared.model_errors import classify_model_error
+from graphs.shared.structured import Plan, ask_structured, tokens_of
+from graphs.shared.summarize import can_summarize, summarize
+from graphs.shared.tool_calls import run_tool_calls
 from graphs.state import AgentContext, AgentState, LastError
-from graphs.summarize import can_summarize, summarize
-from graphs.tool_calls import run_tool_calls
 
 MAX_REPLANS = 1
 INVALID_PLAN = "invalid plan: "

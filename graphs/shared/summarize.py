@@ -20,7 +20,7 @@ from langchain_core.messages.utils import count_tokens_approximately
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.runtime import Runtime
 
-from graphs.messages import new_message_id
+from graphs.shared.messages import new_message_id
 from graphs.state import AgentContext, AgentState
 
 SUMMARY_NAME = "conversation_summary"

@@ -1,0 +1,1 @@
+"""The plan strategy (Plan-and-Solve): planner, executor, synthesizer."""

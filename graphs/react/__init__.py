@@ -1,0 +1,1 @@
+"""The react strategy: the tool loop (agent ⇄ tools), and that loop run as a subgraph by others."""

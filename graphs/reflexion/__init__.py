@@ -1,0 +1,1 @@
+"""The reflexion strategy: attempt (the tool loop as a subgraph), evaluate, reflect."""
