@@ -11,10 +11,14 @@ from langchain_core.messages import AnyMessage, ToolCall
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 
-from graphs.plan.graph import PLAN_TURN_RESET, build_plan_graph, next_step_calls
+from graphs.plan.graph import build_plan_graph
+from graphs.plan.nodes import next_step_calls
+from graphs.plan.state import PLAN_TURN_RESET
 from graphs.react.graph import build_graph
-from graphs.reflexion.graph import REFLEXION_TURN_RESET, build_reflexion_graph
-from graphs.routed.graph import ROUTED_TURN_RESET, build_routed_graph
+from graphs.reflexion.graph import build_reflexion_graph
+from graphs.reflexion.state import REFLEXION_TURN_RESET
+from graphs.routed.graph import build_routed_graph
+from graphs.routed.state import ROUTED_TURN_RESET
 from graphs.state import turn_input
 
 DEFAULT_STRATEGY = "react"

@@ -19,9 +19,9 @@ from langchain_core.messages import (
 from langchain_core.tools import BaseTool, tool
 from langgraph.checkpoint.memory import InMemorySaver
 
-import graphs.react.nodes
+import graphs.shared.recovery
 from graphs.react.graph import build_graph, recursion_limit
-from graphs.react.nodes import FINAL_ANSWER_INSTRUCTION
+from graphs.shared.closing import FINAL_ANSWER_INSTRUCTION
 from graphs.shared.messages import call_signature
 from graphs.state import AgentContext, turn_input
 from tests.fakes import TOOL_NAMES, ScriptedChatModel, ai_calls, call
@@ -331,7 +331,7 @@ def test_transient_model_errors_back_off_with_the_injected_sleep(
     tools: list[BaseTool], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Full jitter draws from [0, ceiling]; take the ceiling so the exponential shape is visible.
-    monkeypatch.setattr(graphs.react.nodes.random, "uniform", lambda low, high: high)
+    monkeypatch.setattr(graphs.shared.recovery.random, "uniform", lambda low, high: high)
     slept: list[float] = []
     model = ScriptedChatModel(
         script=[TimeoutError("read timed out"), TimeoutError("read timed out"), "Finally."]

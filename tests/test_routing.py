@@ -11,7 +11,8 @@ import openai
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from graphs.react.routing import is_looping, route_after_agent, route_after_tools
+from graphs.react.routing import route_after_agent, route_after_tools
+from graphs.shared.limits import is_looping
 from graphs.shared.messages import call_signature
 from graphs.shared.model_errors import classify_model_error
 from graphs.state import AgentContext, LastError

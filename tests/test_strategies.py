@@ -13,8 +13,10 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from app.models.offline import OfflineChatModel
 from app.models.structured import remaining_steps
+from graphs.plan.state import Plan, PlanStep
 from graphs.plan.steps import StepSkippedError, resolve_references
-from graphs.shared.structured import Lesson, Plan, PlanStep, Route, Verdict
+from graphs.reflexion.state import Lesson, Verdict
+from graphs.routed.state import Route
 from graphs.state import AgentContext
 from graphs.strategies import STRATEGIES, get_strategy, strategy_turn_input
 from tests.expected import chinese_comparison

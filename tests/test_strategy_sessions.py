@@ -15,7 +15,7 @@ from app.context import make_context
 from app.memory import open_memory
 from app.render import ConsoleRenderer, JsonlRenderer
 from app.store import open_checkpointer
-from graphs.shared.structured import Lesson, Verdict
+from graphs.reflexion.state import Lesson, Verdict
 from tests.conftest import run_cli
 from tests.fakes import ScriptedChatModel
 

@@ -11,7 +11,7 @@ from typing import Any
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel, ValidationError
 
-from graphs.shared.structured import Plan
+from graphs.plan.state import Plan
 from graphs.shared.tool_calls import invalid_arguments_message
 
 REFERENCE = re.compile(r"\{\{\s*step\s+(\d+)(?:\.([\w-]+))?\s*\}\}")

@@ -1,4 +1,12 @@
-"""build_graph: wiring only. It reads like the state machine diagram in ARCHITECTURE.md."""
+"""The react strategy's graph, the tool loop: wiring only, it reads like the diagram.
+
+START ─(over the context budget)─► summarize ─► agent      agent ─(context overflow)─► summarize
+START ─► agent ─┬─ tool calls ─────────────► tools ─┬─ all ok ───────► agent
+                ├─ transient model error ──► retry ─┘  tool error ────► retry ──► agent
+                ├─ permanent error / retries used up ───────────────► failure_handler ─► END
+                ├─ iteration cap or repeated identical call ─────────► finalize ───────► END
+                └─ plain answer ─────────────────────────────────────► END
+"""
 
 from __future__ import annotations
 
@@ -6,8 +14,10 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
-from graphs.react.nodes import agent, failure_handler, finalize, on_node_error, retry, tools
+from graphs.react.nodes import agent, tools
 from graphs.react.routing import route_after_agent, route_after_tools, route_at_start
+from graphs.shared.closing import failure_handler, finalize, on_node_error
+from graphs.shared.recovery import retry
 from graphs.shared.summarize import summarize
 from graphs.state import AgentContext, AgentState
 

@@ -1,65 +1,40 @@
-"""The graph's nodes: each takes (state, runtime) and returns a partial state update."""
+"""The tool loop's own nodes: `agent` (one model call with the tools bound) and `tools` (run the
+calls it made). Retry, summarize, failure_handler and finalize are shared (graphs/shared/)."""
 
 from __future__ import annotations
 
 import json
-import random
-import traceback
-from typing import Literal
 
-from langchain_core.messages import AIMessage, AnyMessage, SystemMessage
-from langgraph.errors import NodeError
+from langchain_core.messages import AIMessage
 from langgraph.runtime import Runtime
-from langgraph.types import Command
 
-from graphs.react.routing import is_looping
 from graphs.shared.approvals import review_calls
-from graphs.shared.messages import (
-    call_signature,
-    cancelled_results,
-    current_turn,
-    dangling_tool_calls,
-    new_message_id,
-)
-from graphs.shared.model_errors import classify_model_error
+from graphs.shared.limits import exhausted_budget
+from graphs.shared.messages import call_signature
+from graphs.shared.model_call import call_model, model_input
 from graphs.shared.tool_calls import run_tool_calls
 from graphs.state import AgentContext, AgentState, LastError
 
 MODEL_ERROR_KINDS = {"model_transient", "model_fatal", "context_overflow"}
-FINAL_ANSWER_INSTRUCTION = (
-    "You cannot call tools any more in this turn. Answer the user now from the results above, "
-    "and say plainly what is still missing."
-)
 
 
 def agent(state: AgentState, runtime: Runtime[AgentContext]) -> dict:
-    """Call the model once; classify a failure instead of raising it."""
+    """Call the model once; a failure is recorded for the router instead of raised."""
     context = runtime.context
     model = context.model.bind_tools(context.tools) if context.tools else context.model
     update: dict = {"iteration": state.get("iteration", 0) + 1}
-    try:
-        reply = model.invoke(model_input(state["messages"], context))
-    except Exception as exc:  # the model boundary: every failure is classified and routed
-        return update | {"last_error": classify_model_error(exc)}
-    reply = _with_id(reply)
-    if is_empty(reply):
-        problem = "invalid response from endpoint: an empty reply (no text, no tool calls)"
-        return update | {
-            "last_error": LastError(kind="model_transient", message=problem, retry_after=None)
-        }
-    reply = _cut_off_calls_invalid(reply)
-    tokens = state.get("tokens_used", 0) + _total_tokens(reply)
-    update |= {"messages": [reply], "last_error": None, "tokens_used": tokens}
+    reply = call_model(model, model_input(state["messages"], context))
+    if reply.message is None:
+        return update | {"last_error": reply.error}
+    message = _cut_off_calls_invalid(reply.message)
+    tokens = state.get("tokens_used", 0) + reply.tokens
+    update |= {"messages": [message], "last_error": None, "tokens_used": tokens}
     update["budget_exhausted"] = exhausted_budget(state, context, tokens)
     if (state.get("last_error") or {}).get("kind") in MODEL_ERROR_KINDS:
         update["retry_count"] = 0
-    if not (reply.tool_calls or reply.invalid_tool_calls):
+    if not (message.tool_calls or message.invalid_tool_calls):
         update["status"] = "answered"
     return update
-
-
-def is_empty(reply: AIMessage) -> bool:
-    return not str(reply.content).strip() and not reply.tool_calls and not reply.invalid_tool_calls
 
 
 def _cut_off_calls_invalid(reply: AIMessage) -> AIMessage:
@@ -109,152 +84,3 @@ def tools(state: AgentState, runtime: Runtime[AgentContext]) -> dict:
         return update | {"last_error": None, "retry_count": 0}
     summary = "; ".join(f"{m.name}: {m.content}" for m in failures)
     return update | {"last_error": LastError(kind="tool", message=summary, retry_after=None)}
-
-
-def exhausted_budget(state: AgentState, context: AgentContext, tokens_used: int) -> str | None:
-    """Which per-turn budget (wall time, model tokens) is used up, if any."""
-    started = state.get("turn_started_at")
-    limit = context.max_seconds
-    if limit is not None and started is not None and context.clock() - started > limit:
-        return "time"
-    if context.max_tokens_per_turn is not None and tokens_used > context.max_tokens_per_turn:
-        return "tokens"
-    return None
-
-
-def _total_tokens(reply: AIMessage) -> int:
-    usage = reply.usage_metadata or {}
-    return int(usage.get("total_tokens") or 0)
-
-
-def retry(state: AgentState, runtime: Runtime[AgentContext]) -> dict:
-    """Count one more consecutive failure, wait (model errors only) and hand back to the agent."""
-    context = runtime.context
-    error = state["last_error"]
-    attempt = state.get("retry_count", 0) + 1
-    wait = 0.0 if error["kind"] == "tool" else backoff_delay(attempt, error, context)
-    runtime.stream_writer(
-        {
-            "type": "retry",
-            "attempt": attempt,
-            "max_attempts": context.max_retries,
-            "wait": round(wait, 3),
-            "kind": error["kind"],
-            "reason": error["message"],
-        }
-    )
-    if wait > 0:
-        context.sleep(wait)
-    return {"retry_count": attempt}
-
-
-def backoff_delay(attempt: int, error: LastError, context: AgentContext) -> float:
-    """Full-jitter exponential backoff, never shorter than the endpoint's Retry-After."""
-    ceiling = min(context.backoff_cap, context.backoff_base * 2 ** (attempt - 1))
-    delay = random.uniform(0, ceiling)
-    if error.get("retry_after") is not None:
-        delay = max(delay, float(error["retry_after"]))
-    return delay
-
-
-def failure_handler(state: AgentState, runtime: Runtime[AgentContext]) -> dict:
-    """End the turn with an answer that says what failed, how often it was tried, and what to do."""
-    error = state.get("last_error") or LastError(
-        kind="internal", message="the turn failed for an unknown reason", retry_after=None
-    )
-    closing = cancelled_results(dangling_tool_calls(state["messages"]), "the turn failed")
-    context = runtime.context
-    text = failure_text(
-        error, state.get("retry_count", 0), context.max_retries, context.max_retry_after
-    )
-    reply = AIMessage(content=text, id=new_message_id("ai"))
-    return {"messages": [*closing, reply], "status": "failed"}
-
-
-def failure_text(
-    error: LastError, attempts: int, max_retries: int, max_retry_after: float = 60.0
-) -> str:
-    retry_after = error.get("retry_after")
-    if retry_after is not None and retry_after > max_retry_after:
-        return (
-            f"The model endpoint is rate limited; retry after {retry_after:.0f} s "
-            f"(longer than the {max_retry_after:.0f} s Waypoint waits): {error['message']}\n"
-            "Send your message again later."
-        )
-    tried = f"after {attempts + 1} attempts" if attempts else "on the first attempt"
-    advice = {
-        "model_transient": "Check that the model endpoint is up, then send your message again.",
-        "model_fatal": "Fix the model configuration (see `python -m app chat --help`), then "
-        "send your message again.",
-        "context_overflow": "Start a new thread (/new) or shorten the conversation.",
-        "tool": "Rephrase the request, or check the file names and values it uses.",
-        "internal": "This is a bug in Waypoint; the thread is intact and you can go on. "
-        "Run with --debug to see the traceback.",
-    }[error["kind"]]
-    what = {
-        "model_transient": "The model call kept failing",
-        "model_fatal": "The model call failed",
-        "context_overflow": "The conversation no longer fits the model's context",
-        "tool": "The tool calls kept failing",
-        "internal": "An internal error stopped this turn",
-    }[error["kind"]]
-    return f"{what} {tried} (retry budget {max_retries}): {error['message']}\n{advice}"
-
-
-def finalize(state: AgentState, runtime: Runtime[AgentContext]) -> dict:
-    """Budget spent or a loop detected: close open calls, then one last answer without tools."""
-    status, reason = stop_reason(state, runtime.context)
-    closing = cancelled_results(dangling_tool_calls(state["messages"]), f"stopped by {reason}")
-    messages = [*state["messages"], *closing]
-    try:
-        reply = runtime.context.model.invoke(
-            [*model_input(messages, runtime.context), SystemMessage(FINAL_ANSWER_INSTRUCTION)]
-        )
-        answer = AIMessage(content=reply.content, id=new_message_id("ai"))
-    except Exception:  # a last answer is best effort; the fallback below always works
-        answer = AIMessage(content=budget_text(messages, reason), id=new_message_id("ai"))
-    if not str(answer.content).strip():
-        answer = AIMessage(content=budget_text(messages, reason), id=new_message_id("ai"))
-    return {"messages": [*closing, answer], "status": status}
-
-
-def stop_reason(state: AgentState, context: AgentContext) -> tuple[str, str]:
-    """(status, words for the user) of a turn that finalize ends early."""
-    if is_looping(state):
-        return "loop_detected", "a repeated identical tool call"
-    budget = state.get("budget_exhausted")
-    if budget == "time":
-        return "budget_exhausted", f"the time budget ({context.max_seconds:g} s per turn)"
-    if budget == "tokens":
-        return "budget_exhausted", f"the token budget ({context.max_tokens_per_turn} per turn)"
-    return "max_iterations", "the step budget"
-
-
-def budget_text(messages: list[AnyMessage], reason: str) -> str:
-    done = [m for m in current_turn(messages) if m.type == "tool" and m.status != "error"]
-    steps = "\n".join(f"- {m.name}: {str(m.content)[:200]}" for m in done) or "- (nothing yet)"
-    return f"I stopped because of {reason}. What was done so far:\n{steps}"
-
-
-def on_node_error(
-    state: AgentState, error: NodeError, runtime: Runtime[AgentContext]
-) -> Command[Literal["failure_handler"]]:
-    """A bug inside a node: record it and let the failure handler end the turn cleanly."""
-    detail = "".join(traceback.format_exception(error.error)).strip()
-    runtime.stream_writer({"type": "error", "node": error.node, "traceback": detail})
-    message = f"{error.node}: {type(error.error).__name__}: {error.error}"
-    last = LastError(kind="internal", message=message, retry_after=None)
-    return Command(goto="failure_handler", update={"last_error": last})
-
-
-def model_input(messages: list[AnyMessage], context: AgentContext) -> list[AnyMessage]:
-    prompt = [SystemMessage(context.system_prompt)] if context.system_prompt else []
-    return [*prompt, *messages]
-
-
-def _with_id(reply: AIMessage) -> AIMessage:
-    if not isinstance(reply, AIMessage):
-        reply = AIMessage(content=str(getattr(reply, "content", reply)))
-    if not reply.id:
-        reply = reply.model_copy(update={"id": new_message_id("ai")})
-    return reply

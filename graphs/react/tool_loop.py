@@ -1,4 +1,4 @@
-"""The tool loop (graphs/builder.py's graph) run as a subgraph from a node of another strategy.
+"""The tool loop (graphs/react/graph.py) run as a subgraph from a node of another strategy.
 
 It sees the conversation up to the current user message (earlier attempts of this turn are left out)
 and returns only the messages it added, so the parent's DeltaChannel stores each message once.

@@ -21,6 +21,7 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.runtime import Runtime
 
 from graphs.shared.messages import new_message_id
+from graphs.shared.model_call import call_model
 from graphs.state import AgentContext, AgentState
 
 SUMMARY_NAME = "conversation_summary"
@@ -69,6 +70,11 @@ def can_summarize(state: AgentState, context: AgentContext) -> bool:
     return bool(shrinkable_split(state["messages"], context)[0])
 
 
+def needs_summary(state: AgentState, context: AgentContext) -> bool:
+    """A turn whose input would overflow the context budget first summarises older turns."""
+    return over_budget(state["messages"], context) and can_summarize(state, context)
+
+
 def transcript(messages: Sequence[AnyMessage]) -> str:
     """Older messages as plain text: the summariser needs no tool roles, and any endpoint accepts it."""
     lines = []
@@ -91,11 +97,10 @@ def transcript(messages: Sequence[AnyMessage]) -> str:
 def write_summary(model: BaseChatModel, older: Sequence[AnyMessage]) -> str:
     """The model's summary; if the model cannot give one, the transcript's tail stands in for it."""
     text = transcript(older)
-    try:
-        reply = model.invoke([SystemMessage(SUMMARIZE_INSTRUCTION), HumanMessage(text)])
-        summary = str(reply.content).strip()
-    except Exception:  # a summary is best effort: shrinking must not fail the turn
-        summary = ""
+    # A summary is best effort: shrinking must not fail the turn.
+    request = [SystemMessage(SUMMARIZE_INSTRUCTION), HumanMessage(text)]
+    reply = call_model(model, request, answer_only=True)
+    summary = str(reply.message.content).strip() if reply.message is not None else ""
     return summary or f"(mechanical excerpt; the model gave no summary)\n{text[-4000:]}"
 
 

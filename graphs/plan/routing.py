@@ -1,0 +1,51 @@
+"""The plan strategy's routers; a failed planner or synthesizer goes through the shared recovery."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from langgraph.graph import END
+from langgraph.runtime import Runtime
+
+from graphs.plan.state import PlanState, needs_replan, steps_left
+from graphs.shared.recovery import recover
+from graphs.shared.summarize import needs_summary
+from graphs.state import AgentContext
+
+
+def route_at_plan_start(
+    state: PlanState, runtime: Runtime[AgentContext]
+) -> Literal["summarize", "planner"]:
+    """As in the tool loop: a turn over the context budget first summarises older turns."""
+    return "summarize" if needs_summary(state, runtime.context) else "planner"
+
+
+def route_after_planner(
+    state: PlanState, runtime: Runtime[AgentContext]
+) -> Literal["executor", "synthesizer", "retry", "summarize", "failure_handler"]:
+    if state.get("last_error"):
+        return recover(state, runtime)
+    return "executor" if steps_left(state) else "synthesizer"
+
+
+def route_after_executor(
+    state: PlanState,
+) -> Literal["executor", "planner", "synthesizer", "finalize"]:
+    if state.get("budget_exhausted"):
+        return "finalize"
+    if needs_replan(state):
+        return "planner"
+    return "executor" if steps_left(state) else "synthesizer"
+
+
+def route_after_synthesizer(
+    state: PlanState, runtime: Runtime[AgentContext]
+) -> Literal["retry", "summarize", "failure_handler", "__end__"]:
+    return recover(state, runtime) if state.get("last_error") else END
+
+
+def route_after_retry(state: PlanState) -> Literal["planner", "synthesizer"]:
+    """Back to the node that failed: the planner until a plan stands, else the synthesizer."""
+    if state.get("plan") is None or needs_replan(state):
+        return "planner"
+    return "synthesizer"

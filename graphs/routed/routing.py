@@ -1,0 +1,29 @@
+"""The routed strategy's routers: the classified path, and the hand-over to the tool loop when a
+shortcut did not answer."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from langgraph.graph import END
+from langgraph.runtime import Runtime
+
+from graphs.routed.state import RoutedState
+from graphs.state import AgentContext
+
+
+def route_after_classify(
+    state: RoutedState, runtime: Runtime[AgentContext]
+) -> Literal["calculator", "small_talk", "tool_loop"]:
+    route = state.get("route") or {}
+    if route.get("path") == "small_talk":
+        return "small_talk"
+    has_calculator = "calculator" in runtime.context.tools_by_name
+    if route.get("path") == "calculator" and has_calculator and route.get("expression"):
+        return "calculator"
+    return "tool_loop"
+
+
+def route_after_answer(state: RoutedState) -> Literal["tool_loop", "__end__"]:
+    """A path that did not answer (a calculator error, a failed model call) hands over."""
+    return END if state.get("status") == "answered" else "tool_loop"

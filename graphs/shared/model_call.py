@@ -1,0 +1,108 @@
+"""The model boundary every strategy's nodes cross: one call, a failure classified instead of raised,
+an empty reply treated as the endpoint glitch it is, and the tokens the reply cost."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, AnyMessage, SystemMessage
+from pydantic import BaseModel
+
+from graphs.shared.messages import new_message_id
+from graphs.shared.model_errors import classify_model_error
+from graphs.state import AgentContext, LastError
+
+EMPTY_REPLY = "invalid response from endpoint: an empty reply (no text, no tool calls)"
+EMPTY_ANSWER = "invalid response from endpoint: an empty answer"
+
+
+@dataclass(frozen=True)
+class ModelReply:
+    """The reply, or the failure the router decides on; `tokens` is what the reply cost."""
+
+    message: AIMessage | None
+    error: LastError | None
+    tokens: int = 0
+
+
+@dataclass(frozen=True)
+class StructuredReply:
+    """The parsed object; or `error`, why the reply did not validate (for the model to fix); or
+    `failure`, the call itself failed (classified, for the router)."""
+
+    parsed: BaseModel | None
+    error: str | None
+    failure: LastError | None = None
+    tokens: int = 0
+
+
+def model_input(messages: Sequence[AnyMessage], context: AgentContext) -> list[AnyMessage]:
+    """The conversation behind the run's system prompt."""
+    prompt = [SystemMessage(context.system_prompt)] if context.system_prompt else []
+    return [*prompt, *messages]
+
+
+def call_model(
+    model: BaseChatModel, messages: Sequence[AnyMessage], *, answer_only: bool = False
+) -> ModelReply:
+    """One model call. `answer_only`: the model was given no tools, so a reply without text is
+    empty whatever else it carries."""
+    try:
+        reply = model.invoke(list(messages))
+    except Exception as exc:  # the model boundary: every failure is classified and routed
+        return ModelReply(None, classify_model_error(exc))
+    reply = with_id(reply)
+    if answer_only and not str(reply.content).strip():
+        return ModelReply(None, transient(EMPTY_ANSWER))
+    if is_empty(reply):
+        return ModelReply(None, transient(EMPTY_REPLY))
+    return ModelReply(reply, None, total_tokens(reply))
+
+
+def ask_structured(
+    model: BaseChatModel, schema: type[BaseModel], messages: Sequence[AnyMessage]
+) -> StructuredReply:
+    """One model call whose reply must be a `schema` tool call (LangChain's tool-calling
+    `with_structured_output`). A reply that does not validate comes back as `error`, for the model
+    to fix; a failed call as `failure`, classified."""
+    try:
+        runnable = model.with_structured_output(schema, method="function_calling", include_raw=True)
+        result = runnable.invoke(list(messages))
+    except Exception as exc:  # the model boundary: every failure is classified and routed
+        return StructuredReply(None, None, classify_model_error(exc))
+    raw = result.get("raw")
+    tokens = total_tokens(raw) if isinstance(raw, AIMessage) else 0
+    if result.get("parsing_error") is not None:
+        return StructuredReply(None, _short(result["parsing_error"]), tokens=tokens)
+    if result.get("parsed") is None:
+        problem = f"the reply contained no {schema.__name__} call"
+        return StructuredReply(None, problem, tokens=tokens)
+    return StructuredReply(result["parsed"], None, tokens=tokens)
+
+
+def is_empty(reply: AIMessage) -> bool:
+    return not str(reply.content).strip() and not reply.tool_calls and not reply.invalid_tool_calls
+
+
+def transient(message: str) -> LastError:
+    return LastError(kind="model_transient", message=message, retry_after=None)
+
+
+def total_tokens(reply: AIMessage) -> int:
+    usage = reply.usage_metadata or {}
+    return int(usage.get("total_tokens") or 0)
+
+
+def with_id(reply: AIMessage) -> AIMessage:
+    if not isinstance(reply, AIMessage):
+        reply = AIMessage(content=str(getattr(reply, "content", reply)))
+    if not reply.id:
+        reply = reply.model_copy(update={"id": new_message_id("ai")})
+    return reply
+
+
+def _short(error: object) -> str:
+    text = " ".join(str(error).split())
+    return text if len(text) <= 600 else text[:600] + "…"
