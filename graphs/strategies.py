@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, get_args
 
 from langchain_core.messages import AnyMessage, ToolCall
+from langchain_core.runnables.graph import Graph
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 
@@ -19,9 +20,13 @@ from graphs.reflexion.graph import build_reflexion_graph
 from graphs.reflexion.state import REFLEXION_TURN_RESET
 from graphs.routed.graph import build_routed_graph
 from graphs.routed.state import ROUTED_TURN_RESET
+from graphs.shared.closing import ErrorRoute
 from graphs.state import turn_input
 
 DEFAULT_STRATEGY = "react"
+ERROR_HANDLER = (
+    "__default_error_handler__"  # LangGraph's node for set_node_defaults(error_handler=)
+)
 Builder = Callable[[BaseCheckpointSaver | None], CompiledStateGraph]
 
 
@@ -122,4 +127,20 @@ def mermaid(name: str) -> str:
 
 
 def _draw(graph: CompiledStateGraph) -> str:
-    return graph.get_graph(xray=True).draw_mermaid()
+    return drawing(graph).draw_mermaid()
+
+
+def drawing(graph: CompiledStateGraph) -> Graph:
+    """The graph as LangGraph draws it, plus what that drawing leaves out: the route of the node
+    error handler (entered by an exception in any node, it goes where on_node_error's Command
+    says) and the static edges of the nodes only that route reaches."""
+    drawn = graph.get_graph(xray=True)
+    if ERROR_HANDLER not in drawn.nodes:
+        return drawn
+    present = {(edge.source, edge.target) for edge in drawn.edges}
+    routes = [(ERROR_HANDLER, target, True) for target in get_args(ErrorRoute)]
+    routes += [(source, target, False) for source, target in graph.builder.edges]
+    for source, target, conditional in routes:
+        if (source, target) not in present:
+            drawn.add_edge(drawn.nodes[source], drawn.nodes[target], conditional=conditional)
+    return drawn

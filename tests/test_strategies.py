@@ -3,6 +3,8 @@ fake, with an in-memory saver; plan correction and re-planning; lessons; the str
 
 from __future__ import annotations
 
+import itertools
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,7 @@ from graphs.plan.state import Plan, PlanStep
 from graphs.plan.steps import StepSkippedError, resolve_references
 from graphs.reflexion.state import Lesson, Verdict
 from graphs.routed.state import Route
+from graphs.shared.closing import FINAL_ANSWER_INSTRUCTION
 from graphs.state import AgentContext
 from graphs.strategies import STRATEGIES, get_strategy, strategy_turn_input
 from tests.expected import chinese_comparison
@@ -350,3 +353,43 @@ def test_the_settings_know_every_strategy_by_name():
     from graphs.strategies import STRATEGIES
 
     assert set(get_args(StrategyName)) == set(STRATEGIES)
+
+
+# --- a spent turn budget ends every strategy in finalize -----------------------------------------
+
+
+def _clock_moving_by(seconds: float) -> Any:
+    """A clock that is `seconds` later at each reading (the turn starts at the real time)."""
+    ticks = itertools.count(1)
+    return lambda: time.time() + seconds * next(ticks)
+
+
+def test_reflexion_does_not_start_another_trial_with_the_time_budget_spent(tools):
+    model = ScriptedChatModel(
+        script=[
+            "It is sunny.",
+            Verdict(success=False, reason="no tool was used for the weather"),
+            "Out of time: I could not check the forecast.",
+        ]
+    )
+    # The attempt's agent reads the clock at +6 s, the evaluation at +12 s: over the 10 s budget.
+    run = Run("reflexion", model, tools, max_seconds=10, clock=_clock_moving_by(6))
+
+    values = run.send("weather in Paris?")
+
+    assert run.path() == ["attempt", "evaluate", "finalize"]
+    assert values["status"] == "budget_exhausted" and values["trial"] == 1
+    assert answer(values) == "Out of time: I could not check the forecast."
+    assert model.calls[-1][-1].content == FINAL_ANSWER_INSTRUCTION
+    model.assert_done()
+
+
+def test_routed_does_not_start_the_tool_loop_with_the_time_budget_spent(tools):
+    model = ScriptedChatModel(script=[Route(path="tools"), "Out of time."])
+    run = Run("routed", model, tools, max_seconds=10, clock=_clock_moving_by(12))
+
+    values = run.send("weather in Paris?")
+
+    assert run.path() == ["classify", "finalize"]
+    assert values["status"] == "budget_exhausted" and answer(values) == "Out of time."
+    model.assert_done()

@@ -4,6 +4,7 @@ loop run as a subgraph (graphs/react/tool_loop.py), with this turn's lessons in 
 
 START ─► attempt ─┬─ answered ─► evaluate ─┬─ success / no trials left ─► END
                   │                        ├─ failure ─► reflect ─► attempt
+                  │                        ├─ failure, turn budget spent ─► finalize ─► END
                   │                        └─ transient model error ─► retry ─► evaluate
                   └─ failed, cancelled or budget spent ─────────────────────► END
 A bug in any node ─► failure_handler ─► END (the node error handler, in every strategy).
@@ -31,7 +32,7 @@ def build_reflexion_graph(checkpointer: BaseCheckpointSaver | None = None) -> Co
     graph.add_node("reflect", reflect)
     graph.add_node("retry", retry)
     graph.add_node("failure_handler", failure_handler)
-    graph.add_node("finalize", finalize)  # not routed to: closes interrupted turns (as_node)
+    graph.add_node("finalize", finalize)
 
     graph.add_edge(START, "attempt")
     graph.add_conditional_edges("attempt", route_after_attempt)

@@ -8,6 +8,7 @@ from langgraph.runtime import Runtime
 
 from graphs.react.tool_loop import run_tool_loop
 from graphs.reflexion.state import Lesson, ReflexionState, Verdict
+from graphs.shared.limits import exhausted_budget
 from graphs.shared.messages import current_turn
 from graphs.shared.model_call import ask_structured
 from graphs.state import AgentContext
@@ -53,7 +54,8 @@ def evaluate(state: ReflexionState, runtime: Runtime[AgentContext]) -> dict:
         {"type": "verdict", "trial": state.get("trial", 0), **verdict}
         | {"max_trials": context.max_trials}
     )
-    return {"verdict": verdict, "last_error": None, "retry_count": 0}
+    budget = exhausted_budget(state, context, state.get("tokens_used", 0))
+    return {"verdict": verdict, "last_error": None, "retry_count": 0, "budget_exhausted": budget}
 
 
 def reflect(state: ReflexionState, runtime: Runtime[AgentContext]) -> dict:

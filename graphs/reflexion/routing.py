@@ -22,10 +22,11 @@ def route_after_attempt(state: ReflexionState) -> Literal["evaluate", "__end__"]
 
 def route_after_evaluate(
     state: ReflexionState, runtime: Runtime[AgentContext]
-) -> Literal["reflect", "retry", "__end__"]:
+) -> Literal["reflect", "retry", "finalize", "__end__"]:
     if state.get("last_error"):
         return "retry" if retry_or_fail(state, runtime) == "retry" else END
     verdict = state.get("verdict") or {"success": True}
     if verdict["success"] or state.get("trial", 0) >= runtime.context.max_trials:
         return END
-    return "reflect"
+    # Another trial would start with the turn's budget already spent: one last answer instead.
+    return "finalize" if state.get("budget_exhausted") else "reflect"

@@ -5,6 +5,7 @@ START ─► classify ─┬─ arithmetic ─► calculator ─┬─ result �
                    │                            └─ error ──► tool_loop ─► END
                    ├─ small talk ─► small_talk ─► END   (a model error ─► tool_loop)
                    └─ anything else ─────────────────────► tool_loop ─► END
+Where the tool loop would start with the turn's budget spent ─► finalize ─► END.
 A bug in any node ─► failure_handler ─► END (the node error handler, in every strategy).
 """
 
@@ -29,7 +30,7 @@ def build_routed_graph(checkpointer: BaseCheckpointSaver | None = None) -> Compi
     graph.add_node("small_talk", small_talk)
     graph.add_node("tool_loop", tool_loop)
     graph.add_node("failure_handler", failure_handler)
-    graph.add_node("finalize", finalize)  # not routed to: closes interrupted turns (as_node)
+    graph.add_node("finalize", finalize)
 
     graph.add_edge(START, "classify")
     graph.add_conditional_edges("classify", route_after_classify)

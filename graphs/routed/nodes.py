@@ -8,6 +8,7 @@ from langgraph.runtime import Runtime
 
 from graphs.react.tool_loop import run_tool_loop
 from graphs.routed.state import Route, RoutedState
+from graphs.shared.limits import exhausted_budget
 from graphs.shared.messages import new_message_id
 from graphs.shared.model_call import ask_structured, call_model, model_input
 from graphs.shared.tool_calls import run_tool_calls
@@ -30,7 +31,8 @@ def classify(state: RoutedState, runtime: Runtime[AgentContext]) -> dict:
         problem = reply.failure["message"] if reply.failure else reply.error
         route = {"path": "tools", "expression": None, "reason": f"not classified: {problem}"}
     runtime.stream_writer({"type": "route", **route})
-    return {"route": route}
+    budget = exhausted_budget(state, context, state.get("tokens_used", 0))
+    return {"route": route, "budget_exhausted": budget}
 
 
 def calculator(state: RoutedState, runtime: Runtime[AgentContext]) -> dict:

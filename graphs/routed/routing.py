@@ -1,5 +1,5 @@
 """The routed strategy's routers: the classified path, and the hand-over to the tool loop when a
-shortcut did not answer."""
+shortcut did not answer. Once the turn's budget is spent, no tool loop starts: finalize answers."""
 
 from __future__ import annotations
 
@@ -14,16 +14,20 @@ from graphs.state import AgentContext
 
 def route_after_classify(
     state: RoutedState, runtime: Runtime[AgentContext]
-) -> Literal["calculator", "small_talk", "tool_loop"]:
+) -> Literal["calculator", "small_talk", "tool_loop", "finalize"]:
     route = state.get("route") or {}
     if route.get("path") == "small_talk":
         return "small_talk"
     has_calculator = "calculator" in runtime.context.tools_by_name
     if route.get("path") == "calculator" and has_calculator and route.get("expression"):
         return "calculator"
-    return "tool_loop"
+    return _tool_loop_or_finalize(state)
 
 
-def route_after_answer(state: RoutedState) -> Literal["tool_loop", "__end__"]:
+def route_after_answer(state: RoutedState) -> Literal["tool_loop", "finalize", "__end__"]:
     """A path that did not answer (a calculator error, a failed model call) hands over."""
-    return END if state.get("status") == "answered" else "tool_loop"
+    return END if state.get("status") == "answered" else _tool_loop_or_finalize(state)
+
+
+def _tool_loop_or_finalize(state: RoutedState) -> Literal["tool_loop", "finalize"]:
+    return "finalize" if state.get("budget_exhausted") else "tool_loop"

@@ -22,6 +22,7 @@ from graphs.shared.messages import (
 from graphs.shared.model_call import call_model, model_input
 from graphs.state import AgentContext, AgentState, LastError
 
+ErrorRoute = Literal["failure_handler"]  # where the node error handler sends a bug
 FINAL_ANSWER_INSTRUCTION = (
     "You cannot call tools any more in this turn. Answer the user now from the results above, "
     "and say plainly what is still missing."
@@ -107,7 +108,7 @@ def budget_text(messages: list[AnyMessage], reason: str) -> str:
 
 def on_node_error(
     state: AgentState, error: NodeError, runtime: Runtime[AgentContext]
-) -> Command[Literal["failure_handler"]]:
+) -> Command[ErrorRoute]:
     """A bug inside a node: record it and let the failure handler end the turn cleanly."""
     detail = "".join(traceback.format_exception(error.error)).strip()
     runtime.stream_writer({"type": "error", "node": error.node, "traceback": detail})
