@@ -14,7 +14,7 @@ from langchain_core.tools import BaseTool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from app.models.offline import OfflineChatModel
-from app.models.structured import remaining_steps
+from app.models.offline.structured import remaining_steps
 from graphs.plan.state import Plan, PlanStep
 from graphs.plan.steps import StepSkippedError, resolve_references
 from graphs.reflexion.state import Lesson, Verdict

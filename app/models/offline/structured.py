@@ -10,8 +10,8 @@ from collections.abc import Callable, Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from app.models import answers
-from app.models.intents import Intent, is_chinese, parse_request
+from app.models.offline import answers
+from app.models.offline.intents import Intent, is_chinese, parse_request
 from graphs.plan.steps import REFERENCE
 
 TOOL_LINE = re.compile(r"^- (\w+)\(", re.M)
@@ -70,7 +70,7 @@ def _tools_in(message: SystemMessage) -> list[str]:
 
 
 def plan_for(request: str, available: set[str], earlier: list[BaseMessage]) -> list[dict]:
-    from app.models.offline import TOOL_FOR_INTENT
+    from app.models.offline.model import TOOL_FOR_INTENT
 
     chinese = is_chinese(request)
     steps: list[dict] = []
@@ -85,7 +85,7 @@ def plan_for(request: str, available: set[str], earlier: list[BaseMessage]) -> l
 
 
 def _arguments(intent: Intent, steps: list[dict], earlier: list[BaseMessage]) -> list[dict]:
-    from app.models.offline import _tool_args
+    from app.models.offline.model import _tool_args
 
     if intent.kind == "compare":
         expression = _comparison(steps, earlier)

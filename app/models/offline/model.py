@@ -27,9 +27,9 @@ from langchain_core.messages import (
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from app.models import answers
-from app.models.facts import asked_fact, recall, stated_facts
-from app.models.intents import Intent, is_chinese, parse_request
+from app.models.offline import answers
+from app.models.offline.facts import asked_fact, recall, stated_facts
+from app.models.offline.intents import Intent, is_chinese, parse_request
 from graphs.shared.summarize import SUMMARIZE_INSTRUCTION, is_summary
 
 OFFLINE_NOTICE = (
@@ -50,7 +50,7 @@ class OfflineChatModel(BaseChatModel):
         return "waypoint-offline"
 
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> OfflineChatModel:
-        from app.models.structured import RESPONDERS
+        from app.models.offline.structured import RESPONDERS
 
         names = tuple(convert_to_openai_tool(t)["function"]["name"] for t in tools)
         schema = names[0] if len(names) == 1 and names[0] in RESPONDERS else None
@@ -83,7 +83,7 @@ class OfflineChatModel(BaseChatModel):
     def plan(self, messages: Sequence[BaseMessage]) -> AIMessage:
         """The next message: tool calls for the first step not yet run, else the final answer."""
         if self.structured_schema:
-            from app.models.structured import respond
+            from app.models.offline.structured import respond
 
             return respond(self.structured_schema, messages)
         if _asks_for_summary(messages):

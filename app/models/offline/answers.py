@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from app.models.facts import Fact
-from app.models.intents import Intent
+from app.models.offline.facts import Fact
+from app.models.offline.intents import Intent
 
 UNIT = {"celsius": "°C", "fahrenheit": "°F"}
 # The tools report in English; a Chinese answer translates the few words they use.
