@@ -12,6 +12,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from app.models.offline import answers
 from app.models.offline.intents import Intent, is_chinese, parse_request
+from app.models.offline.walk import TOOL_FOR_INTENT, tool_args
 from graphs.plan.steps import REFERENCE
 
 TOOL_LINE = re.compile(r"^- (\w+)\(", re.M)
@@ -70,8 +71,6 @@ def _tools_in(message: SystemMessage) -> list[str]:
 
 
 def plan_for(request: str, available: set[str], earlier: list[BaseMessage]) -> list[dict]:
-    from app.models.offline.model import TOOL_FOR_INTENT
-
     chinese = is_chinese(request)
     steps: list[dict] = []
     for intent in parse_request(request):
@@ -85,15 +84,13 @@ def plan_for(request: str, available: set[str], earlier: list[BaseMessage]) -> l
 
 
 def _arguments(intent: Intent, steps: list[dict], earlier: list[BaseMessage]) -> list[dict]:
-    from app.models.offline.model import _tool_args
-
     if intent.kind == "compare":
         expression = _comparison(steps, earlier)
         return [{"expression": expression}] if expression else []
     if intent.kind == "write" and intent.args["content"] is None:
         content = _results_text(steps) or intent.args.get("text") or _last_answer(earlier)
         return [{"path": intent.args["path"], "content": content}] if content else []
-    return _tool_args(intent, None) or []  # the remaining kinds do not read the walk
+    return tool_args(intent, None) or []  # the remaining kinds do not read the walk
 
 
 def _comparison(steps: list[dict], earlier: list[BaseMessage]) -> str | None:

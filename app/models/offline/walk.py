@@ -1,0 +1,198 @@
+"""One request replayed against the tool results already in the turn: its intents, the calls they
+need, the next calls to make, and the answer once every call has a result."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from collections.abc import Sequence
+
+from langchain_core.messages import AIMessage, BaseMessage, ToolCall, ToolMessage
+
+from app.models.offline import answers
+from app.models.offline.facts import asked_fact, recall, stated_facts
+from app.models.offline.intents import Intent, is_chinese, parse_request
+
+
+class Walk:
+    """Replays the plan of one request against the tool results already in the turn."""
+
+    def __init__(
+        self,
+        request: str,
+        turn: list[BaseMessage],
+        earlier_messages: list[BaseMessage],
+        tools: set[str],
+        earlier_texts: Sequence[str] = (),
+    ) -> None:
+        self.request = request
+        self.chinese = is_chinese(request)
+        self.tools = tools
+        self.intents = parse_request(request)
+        self.intents += self._recall_for_unknown_fact(earlier_texts)
+        # One list of calls: the tool loop makes one message per intent, a plan one per step.
+        self.executed = [c for m in turn if isinstance(m, AIMessage) for c in m.tool_calls]
+        self.results = {m.tool_call_id: m for m in turn if isinstance(m, ToolMessage)}
+        self.earlier_results = [m for m in earlier_messages if isinstance(m, ToolMessage)]
+        self.earlier_answer = next(
+            (
+                str(m.content)
+                for m in reversed(earlier_messages)
+                if isinstance(m, AIMessage) and not m.tool_calls and str(m.content).strip()
+            ),
+            "",
+        )
+        self.outcomes: list[tuple[Intent, list[tuple[ToolCall, ToolMessage | None]]]] = []
+        self.pending: list[ToolCall] = []
+        self._walk()
+
+    def _walk(self) -> None:
+        executed = iter(self.executed)
+        for index, intent in enumerate(self.intents):
+            calls = self._calls_for(intent, index)
+            if not calls:
+                # A bare "what's the difference?" with no forecasts to compare is not a step.
+                if not intent.args.get("follow_up") and not intent.args.get("optional"):
+                    self.outcomes.append((intent, []))
+                continue
+            made = list(itertools.islice(executed, len(calls)))
+            if not made:
+                self.pending = calls if self.tools else []
+                self.outcomes.append((intent, [(c, None) for c in calls]))
+                if self.pending:
+                    return
+                continue
+            self.outcomes.append((intent, [(c, self.results.get(c["id"])) for c in made]))
+
+    def _recall_for_unknown_fact(self, earlier_texts: Sequence[str]) -> list[Intent]:
+        """A question about a fact this thread never heard is looked up in long-term memory."""
+        asked = fact_answer(self.request, list(earlier_texts))
+        if asked is None or asked[2] is not None or any(i.kind == "recall" for i in self.intents):
+            return []
+        key, topic, _ = asked
+        query = topic or {"name": "name", "number": "number", "home": "live"}.get(key, self.request)
+        return [Intent("recall", 0, {"query": query, "optional": True, "for_fact": True})]
+
+    def next_calls(self) -> list[ToolCall]:
+        return self.pending
+
+    def _calls_for(self, intent: Intent, index: int) -> list[ToolCall]:
+        args_list = tool_args(intent, self)
+        tool = TOOL_FOR_INTENT[intent.kind]
+        if args_list is None or (self.tools and tool not in self.tools):
+            return []
+        ran = {c["name"] for c in self.executed}
+        if intent.args.get("optional") and tool not in self.tools | ran:
+            return []
+        return [
+            ToolCall(
+                name=tool, args=args, id=_call_id(self.request, index, n, args), type="tool_call"
+            )
+            for n, args in enumerate(args_list)
+        ]
+
+    def successful(self, tool: str) -> list[tuple[ToolCall, str]]:
+        return [
+            (call, str(result.content))
+            for _, pairs in self.outcomes
+            for call, result in pairs
+            if result is not None and result.status != "error" and call["name"] == tool
+        ]
+
+    def compared_forecasts(self) -> tuple[dict, dict] | None:
+        return compared_forecasts(self)
+
+    def answer(self, earlier: list[str]) -> str:
+        asked = fact_answer(self.request, earlier)
+        if any(i.kind == "recall" for i, pairs in self.outcomes if pairs):
+            asked = None  # long-term memory answers it below
+        parts = answers.facts_part(stated_facts(self.request), asked, self.chinese)
+        for intent, pairs in self.outcomes:
+            parts.extend(answers.describe(intent, pairs, self))
+        if not parts:
+            return answers.fallback(self.chinese)
+        return "\n".join(parts)
+
+
+TOOL_FOR_INTENT = {
+    "run_code": "run_python",
+    "search": "web_search",
+    "remember": "remember",
+    "recall": "recall",
+    "time": "current_time",
+    "weather": "get_weather",
+    "compare": "calculator",
+    "calculate": "calculator",
+    "list": "list_files",
+    "read": "read_file",
+    "write": "write_file",
+}
+
+
+def tool_args(intent: Intent, walk: Walk) -> list[dict] | None:
+    kind, args = intent.kind, intent.args
+    if kind == "time" or kind == "list":
+        return [{}] if kind == "time" else [{"path": "."}]
+    if kind == "weather":
+        return [{"city": c, "unit": args["unit"], "date": args["date"]} for c in args["cities"]]
+    if kind == "run_code":
+        return [{"code": args["code"]}]
+    if kind == "search":
+        return [{"query": args["query"], "max_results": 3}]
+    if kind == "remember":
+        return [{"fact": args["fact"]}]
+    if kind == "recall":
+        return [{"query": args["query"]}]
+    if kind == "calculate":
+        return [{"expression": args["expression"]}]
+    if kind == "read":
+        return [{"path": args["path"]}]
+    if kind == "write":
+        content = args["content"]
+        if content is None:
+            # This turn's results, else the literal text, else "save that": the previous answer.
+            content = walk_summary(walk) or args.get("text") or walk.earlier_answer
+        return [{"path": args["path"], "content": content}] if content else None
+    if kind == "compare":
+        pair = compared_forecasts(walk)
+        return [{"expression": f"{pair[0]['high']} - {pair[1]['high']}"}] if pair else None
+    return None
+
+
+def compared_forecasts(walk: Walk) -> tuple[dict, dict] | None:
+    """The two forecasts to compare: from this turn, else the latest two from earlier turns."""
+    current = [json.loads(text) for _, text in walk.successful("get_weather")]
+    if len(current) >= 2:
+        return current[0], current[1]
+    earlier = [
+        answers.json_object(m.content) for m in walk.earlier_results if m.name == "get_weather"
+    ]
+    earlier = [f for f in earlier if f and "high" in f]
+    return (earlier[-2], earlier[-1]) if len(earlier) >= 2 else None
+
+
+def walk_summary(walk: Walk) -> str:
+    """What a write with no explicit content saves: the results gathered so far, one per line."""
+    lines = []
+    for intent, pairs in walk.outcomes:
+        if intent.kind in {"write", "read", "list"}:
+            continue
+        lines.extend(answers.describe(intent, pairs, walk))
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+def fact_answer(request: str, earlier: list[str]) -> tuple[str, str, object] | None:
+    asked = asked_fact(request)
+    if asked is None:
+        return None
+    key, topic = asked
+    return key, topic, recall(key, topic, earlier)
+
+
+def digest(*parts: object) -> str:
+    return hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()[:16]
+
+
+def _call_id(request: str, stage: int, index: int, args: dict) -> str:
+    return f"call_{digest(request, stage, index, json.dumps(args, sort_keys=True))}"
