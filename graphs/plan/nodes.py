@@ -20,6 +20,7 @@ from graphs.shared.approvals import review_calls
 from graphs.shared.limits import exhausted_budget
 from graphs.shared.messages import new_message_id
 from graphs.shared.model_call import ask_structured, call_model, model_input
+from graphs.shared.requests import asking
 from graphs.shared.tool_calls import run_tool_calls
 from graphs.state import AgentContext, LastError
 
@@ -63,7 +64,8 @@ def planner(state: PlanState, runtime: Runtime[AgentContext]) -> dict:
 def planner_input(state: PlanState, context: AgentContext, replanning: bool) -> list:
     prompt = planner_prompt(context.tools, _limit(context))
     system = f"{context.system_prompt}\n\n{prompt}" if context.system_prompt else prompt
-    messages = [SystemMessage(system), *state["messages"]]
+    tools = [tool.name for tool in context.tools]
+    messages = [asking(system, "plan", tools=tools), *state["messages"]]
     if replanning:
         results = state["step_results"]
         failed = results[-1]

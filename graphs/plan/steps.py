@@ -29,6 +29,7 @@ REPLAN_INSTRUCTION = (
     "keep their numbers."
 )
 INVALID_PLAN_INSTRUCTION = "Your plan was not valid: {error}\nSend a corrected plan."
+TOOL_LINE = "- {name}({signature}): {description}"
 
 
 class StepSkippedError(Exception):
@@ -36,7 +37,12 @@ class StepSkippedError(Exception):
 
 
 def tools_description(tools: Sequence[BaseTool]) -> str:
-    return "\n".join(f"- {t.name}({_signature(t)}): {_first_line(t.description)}" for t in tools)
+    return "\n".join(
+        TOOL_LINE.format(
+            name=t.name, signature=_signature(t), description=_first_line(t.description)
+        )
+        for t in tools
+    )
 
 
 def planner_prompt(tools: Sequence[BaseTool], max_steps: int) -> str:

@@ -22,6 +22,7 @@ from langgraph.runtime import Runtime
 
 from graphs.shared.messages import new_message_id
 from graphs.shared.model_call import call_model
+from graphs.shared.requests import asking
 from graphs.state import AgentContext, AgentState
 
 SUMMARY_NAME = "conversation_summary"
@@ -31,6 +32,13 @@ SUMMARIZE_INSTRUCTION = (
     "Be brief and factual; write plain sentences."
 )
 TRANSCRIPT_CHAR_LIMIT = 60_000
+TRANSCRIPT_LABELS = {
+    "summary": "earlier summary",
+    "user": "user",
+    "tool_call": "tool call",
+    "assistant": "assistant",
+    "tool_result": "tool result",
+}
 
 
 def is_summary(message: AnyMessage) -> bool:
@@ -76,20 +84,23 @@ def needs_summary(state: AgentState, context: AgentContext) -> bool:
 
 
 def transcript(messages: Sequence[AnyMessage]) -> str:
-    """Older messages as plain text: the summariser needs no tool roles, and any endpoint accepts it."""
+    """Older messages as plain text: the summariser needs no tool roles, and any endpoint accepts it.
+    Each line starts with its label (TRANSCRIPT_LABELS) and ": "; a tool result's label is followed
+    by the tool's name in parentheses."""
+    label = TRANSCRIPT_LABELS
     lines = []
     for message in messages:
         if is_summary(message):
-            lines.append(f"earlier summary: {message.content}")
+            lines.append(f"{label['summary']}: {message.content}")
         elif message.type == "human":
-            lines.append(f"user: {message.content}")
+            lines.append(f"{label['user']}: {message.content}")
         elif message.type == "ai":
             for call in getattr(message, "tool_calls", []):
-                lines.append(f"tool call: {call['name']} {call['args']}")
+                lines.append(f"{label['tool_call']}: {call['name']} {call['args']}")
             if str(message.content).strip():
-                lines.append(f"assistant: {message.content}")
+                lines.append(f"{label['assistant']}: {message.content}")
         elif message.type == "tool":
-            lines.append(f"tool result ({message.name}): {message.content}")
+            lines.append(f"{label['tool_result']} ({message.name}): {message.content}")
     text = "\n".join(lines)
     return text[-TRANSCRIPT_CHAR_LIMIT:]
 
@@ -98,7 +109,7 @@ def write_summary(model: BaseChatModel, older: Sequence[AnyMessage]) -> str:
     """The model's summary; if the model cannot give one, the transcript's tail stands in for it."""
     text = transcript(older)
     # A summary is best effort: shrinking must not fail the turn.
-    request = [SystemMessage(SUMMARIZE_INSTRUCTION), HumanMessage(text)]
+    request = [asking(SUMMARIZE_INSTRUCTION, "summary"), HumanMessage(text)]
     reply = call_model(model, request, answer_only=True)
     summary = str(reply.message.content).strip() if reply.message is not None else ""
     return summary or f"(mechanical excerpt; the model gave no summary)\n{text[-4000:]}"

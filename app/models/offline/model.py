@@ -18,7 +18,6 @@ from langchain_core.messages import (
     AIMessageChunk,
     BaseMessage,
     HumanMessage,
-    SystemMessage,
 )
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.utils.function_calling import convert_to_openai_tool
@@ -26,7 +25,8 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from app.models.offline import answers
 from app.models.offline.structured import RESPONDERS, respond
 from app.models.offline.walk import Walk, digest
-from graphs.shared.summarize import SUMMARIZE_INSTRUCTION, is_summary
+from graphs.shared.requests import request_of
+from graphs.shared.summarize import TRANSCRIPT_LABELS, is_summary
 
 OFFLINE_NOTICE = (
     "offline: Waypoint's embedded intent planner (deterministic, no network) — not a language model"
@@ -78,7 +78,7 @@ class OfflineChatModel(BaseChatModel):
         """The next message: tool calls for the first step not yet run, else the final answer."""
         if self.structured_schema:
             return respond(self.structured_schema, messages)
-        if _asks_for_summary(messages):
+        if request_of(messages).get("ask") == "summary":
             return _answer(extractive_summary(str(messages[-1].content)), messages)
         turn_start = _last_human_index(messages)
         if turn_start is None:
@@ -107,27 +107,20 @@ def _earlier_user_texts(messages: Sequence[BaseMessage]) -> list[str]:
         if isinstance(message, HumanMessage):
             texts.append(str(message.content))
         elif is_summary(message):
+            said = f"{TRANSCRIPT_LABELS['user']}: "
             texts += [
-                line.split("user: ", 1)[1]
-                for line in str(message.content).splitlines()
-                if "user: " in line
+                line.split(said, 1)[1] for line in str(message.content).splitlines() if said in line
             ]
     return texts
 
 
-def _asks_for_summary(messages: Sequence[BaseMessage]) -> bool:
-    return (
-        bool(messages)
-        and isinstance(messages[0], SystemMessage)
-        and (messages[0].content == SUMMARIZE_INSTRUCTION)
-    )
-
-
 def extractive_summary(transcript: str, limit: int = 160) -> str:
     """What the user said (so stated facts survive, verbatim) and each tool result, shortened."""
+    label = TRANSCRIPT_LABELS
+    kept_labels = (f"{label['user']}: ", f"{label['summary']}: ", label["tool_result"])
     kept = []
     for line in transcript.splitlines():
-        if line.startswith(("user: ", "earlier summary: ", "tool result")):
+        if line.startswith(kept_labels):
             kept.append(line if len(line) <= limit else line[:limit] + "…")
     return "\n".join(kept) or "(nothing to summarise)"
 

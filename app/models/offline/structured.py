@@ -8,14 +8,14 @@ import json
 import re
 from collections.abc import Callable, Sequence
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from app.models.offline import answers
 from app.models.offline.intents import Intent, is_chinese, parse_request
 from app.models.offline.walk import TOOL_FOR_INTENT, tool_args
 from graphs.plan.steps import REFERENCE
+from graphs.shared.requests import request_of
 
-TOOL_LINE = re.compile(r"^- (\w+)\(", re.M)
 SMALL_TALK = re.compile(
     r"^\s*(?:hi|hello|hey|good (?:morning|afternoon|evening)|thanks?|thank you|bye|goodbye|"
     r"how are you|你好|您好|谢谢|再见|早上好|晚上好)\b",
@@ -56,7 +56,7 @@ def _request(messages: list[BaseMessage]) -> tuple[int, str]:
 def plan_args(messages: list[BaseMessage]) -> dict:
     """Every step the request needs; after failed steps, the rest of the plan without them."""
     start, request = _request(messages)
-    available = {n for m in messages if isinstance(m, SystemMessage) for n in _tools_in(m)}
+    available = set(request_of(messages).get("tools", ()))
     steps = plan_for(request, available, messages[:start])
     turn = messages[start + 1 :]
     outcomes = [m.status for m in turn if isinstance(m, ToolMessage)]
@@ -64,10 +64,6 @@ def plan_args(messages: list[BaseMessage]) -> dict:
         failed = {n for n, status in enumerate(outcomes, 1) if status == "error"}
         steps = remaining_steps(steps, len(outcomes), failed)
     return {"steps": steps}
-
-
-def _tools_in(message: SystemMessage) -> list[str]:
-    return TOOL_LINE.findall(str(message.content))
 
 
 def plan_for(request: str, available: set[str], earlier: list[BaseMessage]) -> list[dict]:
