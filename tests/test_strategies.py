@@ -393,3 +393,15 @@ def test_routed_does_not_start_the_tool_loop_with_the_time_budget_spent(tools):
     assert run.path() == ["classify", "finalize"]
     assert values["status"] == "budget_exhausted" and answer(values) == "Out of time."
     model.assert_done()
+
+
+def test_the_offline_plan_leaves_out_a_tool_it_was_not_offered_and_still_answers(tools):
+    offered = [t for t in tools if t.name == "calculator"]
+    run = Run("plan", OfflineChatModel(), offered)
+
+    values = run.send("weather in Paris and 2 plus 3")
+
+    assert [s["tool"] for s in values["plan"]] == ["calculator"]
+    assert run.path() == ["planner", "executor", "synthesizer"]
+    assert values["status"] == "answered"
+    assert answer(values) == "(not done: get_weather)\n2 + 3 = 5"

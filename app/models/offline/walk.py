@@ -48,7 +48,7 @@ class Walk:
         self._walk()
 
     def _walk(self) -> None:
-        executed = iter(self.executed)
+        position = 0
         for index, intent in enumerate(self.intents):
             calls = self._calls_for(intent, index)
             if not calls:
@@ -56,7 +56,15 @@ class Walk:
                 if not intent.args.get("follow_up") and not intent.args.get("optional"):
                     self.outcomes.append((intent, []))
                 continue
-            made = list(itertools.islice(executed, len(calls)))
+            # Calls are matched to intents by tool: a plan leaves out intents whose tool it was
+            # not offered, so the next call made may belong to a later intent.
+            made = list(
+                itertools.takewhile(
+                    lambda call, tool=calls[0]["name"]: call["name"] == tool,
+                    self.executed[position : position + len(calls)],
+                )
+            )
+            position += len(made)
             if not made:
                 self.pending = calls if self.tools else []
                 self.outcomes.append((intent, [(c, None) for c in calls]))
