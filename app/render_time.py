@@ -88,8 +88,8 @@ def _segment_label(segment: list, head: str, on_branch: set[str]) -> str:
     return text if last.checkpoint_id in on_branch else f"[dim]{text}[/dim]"
 
 
-# What a strategy keeps in the state besides the tool loop's fields (graphs/plan.py, reflexion.py,
-# router.py); `show` prints whichever a checkpoint has.
+# What a strategy keeps in the state besides the tool loop's fields (graphs/plan/state.py,
+# reflexion/state.py, routed/state.py); `show` prints whichever a checkpoint has.
 STRATEGY_FIELDS = (
     "strategy",
     "plan",

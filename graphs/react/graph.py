@@ -1,11 +1,17 @@
 """The react strategy's graph, the tool loop: wiring only, it reads like the diagram.
 
-START ─(over the context budget)─► summarize ─► agent      agent ─(context overflow)─► summarize
-START ─► agent ─┬─ tool calls ─────────────► tools ─┬─ all ok ───────► agent
-                ├─ transient model error ──► retry ─┘  tool error ────► retry ──► agent
-                ├─ permanent error / retries used up ───────────────► failure_handler ─► END
-                ├─ iteration cap or repeated identical call ─────────► finalize ───────► END
-                └─ plain answer ─────────────────────────────────────► END
+START ─┬─ over the context budget ─► summarize ─► agent
+       └───────────────────────────────────────► agent
+agent ─┬─ tool calls ─────────────────────► tools ─┬─ all ok ──────────────────────► agent
+       │                                           ├─ tool error ──────────────────► retry ─► agent
+       │                                           ├─ tool error, retries used up ─► failure_handler
+       │                                           └─ step/time/token budget spent ─► finalize
+       ├─ transient model error ──────────► retry ─► agent
+       ├─ context overflow, older turns ──► summarize ─► agent
+       ├─ permanent error / retries used up ─────────────► failure_handler ─► END
+       ├─ budget spent or repeated identical call ───────► finalize ───────► END
+       └─ plain answer ──────────────────────────────────► END
+a bug in any node ─► (node error handler) ─► failure_handler
 """
 
 from __future__ import annotations

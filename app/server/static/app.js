@@ -183,7 +183,7 @@ $("message").addEventListener("keydown", (event) => {
   }
 });
 
-// What a strategy reports while it works (graphs/plan.py, reflexion.py, router.py), one line each.
+// What a strategy reports while it works (graphs/plan/, reflexion/, routed/), one line each.
 const STRATEGY_EVENTS = {
   plan: (d) => `${d.replan ? "re-plan" : "plan"}: ${d.steps.join(" · ") || "no tool needed"}`,
   step_skipped: (d) => `step ${d.step} skipped: ${d.reason}`,
