@@ -154,7 +154,7 @@ def synthesizer(state: PlanState, runtime: Runtime[AgentContext]) -> dict:
     messages = [*model_input(state["messages"], context), SystemMessage(SYNTHESIZE_INSTRUCTION)]
     reply = call_model(context.model, messages, answer_only=True)
     if reply.message is None:
-        return update | {"last_error": reply.error}
+        return update | {"last_error": reply.failure}
     answer = AIMessage(content=reply.message.content, id=reply.message.id)
     return update | {
         "messages": [answer],

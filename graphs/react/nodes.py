@@ -25,7 +25,7 @@ def agent(state: AgentState, runtime: Runtime[AgentContext]) -> dict:
     update: dict = {"iteration": state.get("iteration", 0) + 1}
     reply = call_model(model, model_input(state["messages"], context))
     if reply.message is None:
-        return update | {"last_error": reply.error}
+        return update | {"last_error": reply.failure}
     message = _cut_off_calls_invalid(reply.message)
     tokens = state.get("tokens_used", 0) + reply.tokens
     update |= {"messages": [message], "last_error": None, "tokens_used": tokens}

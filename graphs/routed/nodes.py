@@ -62,7 +62,7 @@ def small_talk(state: RoutedState, runtime: Runtime[AgentContext]) -> dict:
     messages = [*model_input(state["messages"], context), SystemMessage(SMALL_TALK_INSTRUCTION)]
     reply = call_model(context.model, messages, answer_only=True)
     if reply.message is None:
-        return {"last_error": reply.error}
+        return {"last_error": reply.failure}
     answer = AIMessage(content=reply.message.content, id=reply.message.id)
     return {"messages": [answer], "status": "answered", "last_error": None}
 

@@ -20,10 +20,10 @@ EMPTY_ANSWER = "invalid response from endpoint: an empty answer"
 
 @dataclass(frozen=True)
 class ModelReply:
-    """The reply, or the failure the router decides on; `tokens` is what the reply cost."""
+    """The reply, or `failure`, classified for the router; `tokens` is what the reply cost."""
 
     message: AIMessage | None
-    error: LastError | None
+    failure: LastError | None
     tokens: int = 0
 
 
