@@ -156,6 +156,35 @@ def test_overlong_name_is_a_tool_error_not_an_os_error(ws: Workspace) -> None:
         ws.write("a" * 300, "x")
 
 
+@pytest.mark.parametrize(
+    "path",
+    ["a" * 256, "é" * 128, f"notes/{'b' * 300}.txt", f"{'d' * 300}/x.txt", "x/" * 2100 + "y"],
+    ids=["256-ascii", "256-utf8", "file-in-dir", "dir", "path-over-4095"],
+)
+def test_a_name_over_255_bytes_is_a_tool_error_in_every_file_tool(ws: Workspace, path: str) -> None:
+    """The tools and the approval check look at the path before using it: an OSError there
+    (ENAMETOOLONG from a stat) used to escape the tool's error handling and fail the turn."""
+    tools = tools_by_name(ws)
+    calls = {
+        "read_file": {"path": path},
+        "write_file": {"path": path, "content": "x"},
+        "edit_file": {"path": path, "old_text": "a", "new_text": "b"},
+        "list_files": {"path": path},
+    }
+    for name, args in calls.items():
+        with pytest.raises(ToolInputError, match="too long"):
+            tools[name].invoke(args)
+    assert tools["write_file"].metadata["risk"]({"path": path}) is None
+    assert ws.list() == []
+
+
+def test_a_path_with_lone_surrogates_is_a_tool_error(ws: Workspace) -> None:
+    tools = tools_by_name(ws)
+    with pytest.raises(ToolInputError, match="lone surrogates"):
+        tools["write_file"].invoke({"path": "a\ud800.txt", "content": "x"})
+    assert tools["write_file"].metadata["risk"]({"path": "a\ud800.txt"}) is None
+
+
 # --- symlinks, hard links and special files ---------------------------------------------------
 
 

@@ -61,8 +61,7 @@ def current_text(workspace: Workspace, path: str) -> tuple[str | None, bool]:
     try:
         return workspace.read(path), True
     except ToolError:
-        exists = (workspace.root / Workspace.normalize(path)).exists()
-        return None, not exists
+        return None, not workspace.exists(path)
 
 
 def make_file_tools(workspace: Workspace) -> list[BaseTool]:
@@ -95,7 +94,7 @@ def make_file_tools(workspace: Workspace) -> list[BaseTool]:
     def overwrite_risk(args: dict) -> str | None:
         path = str(args.get("path", ""))
         try:
-            exists = (workspace.root / Workspace.normalize(path)).exists()
+            exists = workspace.exists(path)
         except ToolError:
             return None  # the tool itself will refuse the path
         return f"overwrites the existing file '{path}'" if exists else None

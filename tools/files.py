@@ -29,6 +29,10 @@ _TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXE
 _FILE_MODE = 0o600
 _DIR_MODE = 0o700
 _DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+# Linux's NAME_MAX and PATH_MAX: checked up front, so an overlong name is refused with the same clear
+# error on every path (a stat of it raises ENAMETOOLONG, outside any tool's error handling).
+MAX_NAME_BYTES = 255
+MAX_PATH_BYTES = 4095
 
 EntryKind = Literal["file", "dir", "symlink", "other"]
 
@@ -167,6 +171,22 @@ class Workspace:
         """The canonical form of a workspace path ('./a//b.txt' -> 'a/b.txt'); ToolError if invalid."""
         return "/".join(_split(path, allow_root=False))
 
+    def exists(self, path: str) -> bool:
+        """Whether anything (even a symlink, never followed) is at `path`; False when it cannot be
+        looked at. ToolError if the path itself is invalid."""
+        parts = _split(path, allow_root=False)
+        try:
+            dir_fd = self._open_dir(parts[:-1])
+        except (ToolError, OSError):
+            return False
+        try:
+            os.stat(parts[-1], dir_fd=dir_fd, follow_symlinks=False)
+        except OSError:
+            return False
+        finally:
+            os.close(dir_fd)
+        return True
+
     def list(self, path: str = ".") -> Listing:
         """Return the entries of a directory sorted by name, hidden ones included, capped."""
         parts = _split(path, allow_root=True)
@@ -224,6 +244,23 @@ def _split(path: str, *, allow_root: bool) -> list[str]:
         raise ToolInputError(
             f"path '{path}' is the workspace directory itself; give a file path such as "
             "'notes.txt', or use list_files to see what is there"
+        )
+    try:
+        sizes = [len(part.encode("utf-8")) for part in parts]
+    except UnicodeEncodeError:
+        raise ToolInputError(
+            "path contains characters that cannot be encoded as UTF-8 (lone surrogates); "
+            "remove them and try again"
+        ) from None
+    for part, size in zip(parts, sizes, strict=True):
+        if size > MAX_NAME_BYTES:
+            raise ToolInputError(
+                f"the name '{part[:40]}…' is too long ({size} bytes; file and directory names "
+                f"are limited to {MAX_NAME_BYTES}); use a shorter name"
+            )
+    if sum(sizes) + len(sizes) > MAX_PATH_BYTES:
+        raise ToolInputError(
+            f"path '{path[:40]}…' is too long (over {MAX_PATH_BYTES} bytes); use a shorter path"
         )
     return parts
 
