@@ -10,6 +10,9 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
+from tests.cli_boundary import invoke
 from tests.conftest import REPO, run_cli
 from tests.fakes import TOOL_NAMES
 
@@ -102,6 +105,35 @@ def test_bad_input_gets_a_clear_error_and_writes_nothing(isolated):
         assert message in result.stderr.decode(), args
         assert "Traceback" not in result.stderr.decode()
     assert json.loads(run_cli("threads", "list", "--json").stdout) == []
+
+
+def test_a_workspace_that_is_a_file_is_a_config_error_naming_it(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+):
+    notes = isolated / "notes.txt"
+    notes.write_text("mine")
+    cases = [
+        (["--workspace", str(notes)], f"the workspace {notes} is a file, not a directory"),
+        (["--workspace", str(notes / "sub")], f"{notes} is a file, not a directory"),
+    ]
+    for flags, message in cases:
+        outcome = invoke("chat", "-t", "w", *flags, "-m", "what is 1 plus 1")
+        assert outcome.internal_error is None, outcome.internal_error
+        assert (outcome.code, message in outcome.stderr) == (3, True), outcome.stderr
+    monkeypatch.setenv("APP_WORKSPACE", str(notes))
+    outcome = invoke("chat", "-t", "w", "-m", "what is 1 plus 1")
+    assert outcome.internal_error is None, outcome.internal_error
+    assert outcome.code == 3 and "APP_WORKSPACE" in outcome.stderr
+    assert notes.read_text() == "mine"
+
+
+def test_a_binary_env_file_is_a_config_error_naming_it(isolated: Path):
+    (isolated / ".env").write_bytes(b"\xff\xfeA\x00P\x00P\x00_\x00")
+    for args in (["threads", "list"], ["chat", "-t", "e", "-m", "what is 1 plus 1"]):
+        outcome = invoke(*args)
+        assert outcome.internal_error is None, outcome.internal_error
+        assert outcome.code == 3
+        assert f"the settings file {isolated / '.env'} is not UTF-8 text" in outcome.stderr
 
 
 def test_unwritable_database_location_is_a_clear_error(isolated: Path):
