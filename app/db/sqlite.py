@@ -25,6 +25,7 @@ from app.db.base import (
 )
 from app.db.location import DatabaseLocation
 from app.db.sqlite_lock import dead_writer, lock_dir
+from app.db.strict import SHAPE_ERRORS, CheckedReads
 from app.errors import ConfigError
 
 CHECKPOINT_BYTES = "IFNULL(LENGTH(checkpoint), 0) + IFNULL(LENGTH(CAST(metadata AS BLOB)), 0)"
@@ -57,6 +58,10 @@ ROOT = "thread_id = ? AND checkpoint_ns = ''"
 BY_ID = f"WHERE {ROOT} AND checkpoint_id = ?"
 
 
+class CheckedSqliteSaver(CheckedReads, SqliteSaver):
+    """SqliteSaver whose reads refuse tampered or damaged data (app/db/strict.py)."""
+
+
 @contextlib.contextmanager
 def open_sqlite(location: DatabaseLocation, busy_timeout: float) -> Iterator[SqliteDatabase]:
     """A SqliteSaver on the file; a damaged or unusable file is an error, never overwritten."""
@@ -64,7 +69,7 @@ def open_sqlite(location: DatabaseLocation, busy_timeout: float) -> Iterator[Sql
     assert path is not None
     connection = connect(path, busy_timeout)
     try:
-        saver = SqliteSaver(connection, serde=strict_serializer())
+        saver = CheckedSqliteSaver(connection, serde=strict_serializer())
         try:
             saver.setup()
         except sqlite3.DatabaseError as exc:
@@ -249,8 +254,8 @@ class SqliteDatabase(Database):
                     frozenset(checkpoint["channel_versions"]) & wanted,
                     frozenset(checkpoint["channel_values"]) & wanted,
                 )
-            except (ValueError, TypeError, KeyError) as exc:
-                raise UnreadableCheckpointError(checkpoint_id) from exc
+            except SHAPE_ERRORS as exc:
+                raise UnreadableCheckpointError(str(exc), thread_id, checkpoint_id) from exc
 
         return read
 
