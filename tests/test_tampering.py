@@ -9,11 +9,13 @@ import json
 import random
 import sqlite3
 from base64 import b64encode
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import ormsgpack
 import pytest
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from tests.cli_boundary import Outcome, invoke
 from tests.conftest import run_cli
@@ -286,3 +288,42 @@ def test_the_real_process_says_unreadable_without_a_traceback(db_path: Path):
     assert "of thread v is unreadable (the type os.system is not allowed)" in stderr
     assert "Traceback" not in stderr
     assert "touch" not in result.stdout.decode()
+
+
+def rewrite_head(db_path: Path, change: Callable[[dict], None]) -> None:
+    """Decode the head checkpoint, change its channel values, and store it re-encoded."""
+    serde = JsonPlusSerializer(allowed_msgpack_modules=None)
+    with contextlib.closing(sqlite3.connect(db_path)) as connection, connection:
+        [(rowid, type_, blob)] = connection.execute(
+            "SELECT rowid, type, checkpoint FROM checkpoints WHERE thread_id = 'v' "
+            "ORDER BY checkpoint_id DESC LIMIT 1"
+        ).fetchall()
+        checkpoint = serde.loads_typed((type_, blob))
+        change(checkpoint["channel_values"])
+        new_type, new_blob = serde.dumps_typed(checkpoint)
+        connection.execute(
+            "UPDATE checkpoints SET type = ?, checkpoint = ? WHERE rowid = ?",
+            (new_type, new_blob, rowid),
+        )
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("call_signatures", 5),
+        ("last_error", "boom"),
+        ("status", ["answered"]),
+        ("tokens_used", "many"),
+        ("turn_started_at", "noon"),
+    ],
+)
+def test_a_state_value_of_the_wrong_type_is_unreadable(db_path: Path, field: str, value: object):
+    build_thread()
+    rewrite_head(db_path, lambda values: values.__setitem__(field, value))
+    for args in LOADS:
+        outcome = invoke(*args)
+        assert outcome.internal_error is None, (args, outcome.internal_error)
+        assert (outcome.code, f"is unreadable (its {field} is a" in outcome.stderr) == (3, True), (
+            args,
+            outcome.stderr,
+        )
