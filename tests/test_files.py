@@ -502,3 +502,31 @@ def test_a_symlink_swap_race_never_reaches_outside(ws: Workspace, root: Path, tm
     assert "SECRET" not in seen
     assert (secret_dir / "f.txt").read_text() == "SECRET"
     assert sorted(p.name for p in secret_dir.iterdir()) == ["f.txt"]
+
+
+def test_names_with_control_characters_are_escaped_in_what_the_tools_say(ws: Workspace) -> None:
+    """A newline or an escape sequence in a name is shown as \\n or \\x1b (the way the model writes
+    it in JSON arguments), so a result or an error stays one line; the file keeps its real name."""
+    tools = tools_by_name(ws)
+    name, shown = "a\nb\x1b[31m.txt", "a\\nb\\x1b[31m.txt"
+    result = tools["write_file"].invoke(
+        {
+            "name": "write_file",
+            "args": {"path": name, "content": "x"},
+            "id": "c1",
+            "type": "tool_call",
+        }
+    )
+    assert result.content == f"wrote 1 bytes to {shown} (created)"
+    assert result.artifact["path"] == name  # the journal keeps the real name
+    assert ws.read(name) == "x"
+    assert tools["list_files"].invoke({}) == f"{shown}  1 bytes"
+    assert tools["write_file"].metadata["risk"]({"path": name}) == (
+        f"overwrites the existing file '{shown}'"
+    )
+    with pytest.raises(ToolNotFoundError) as missing:
+        tools["read_file"].invoke({"path": f"missing-{name}"})
+    assert f"file 'missing-{shown}' does not exist" in str(missing.value)
+    with pytest.raises(ToolInputError) as outside:
+        tools["read_file"].invoke({"path": f"../{name}"})
+    assert f"path '../{shown}' is outside" in str(outside.value)

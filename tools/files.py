@@ -83,7 +83,7 @@ class Workspace:
     def read(self, path: str) -> str:
         """Return the text of a regular, singly linked, UTF-8 file of at most max_read_bytes."""
         parts = _split(path, allow_root=False)
-        shown = "/".join(parts)
+        shown = printable("/".join(parts))
         with _os_errors_as_tool_errors(shown, "read"):
             dir_fd = self._open_dir(parts[:-1])
             try:
@@ -112,7 +112,8 @@ class Workspace:
     def write(self, path: str, content: str) -> WriteResult:
         """Create or atomically replace a file (mode 0o600), creating missing parent directories."""
         parts = _split(path, allow_root=False)
-        shown = "/".join(parts)
+        normalized = "/".join(parts)
+        shown = printable(normalized)
         try:
             data = content.encode("utf-8")
         except UnicodeEncodeError:
@@ -133,7 +134,7 @@ class Workspace:
                 _replace_atomically(dir_fd, name, data, shown)
             finally:
                 os.close(dir_fd)
-        return WriteResult(path=shown, bytes_written=len(data), created=created)
+        return WriteResult(path=normalized, bytes_written=len(data), created=created)
 
     def edit(self, path: str, old: str, new: str) -> tuple[WriteResult, str]:
         """Replace the one exact occurrence of `old`; returns the write and the text before it."""
@@ -141,7 +142,7 @@ class Workspace:
             raise ToolInputError("old_text is empty; copy the exact text to replace from read_file")
         before = self.read(path)
         count = before.count(old)
-        shown = "/".join(_split(path, allow_root=False))
+        shown = printable("/".join(_split(path, allow_root=False)))
         if count == 0:
             raise ToolNotFoundError(
                 f"the text to replace was not found in '{shown}'; read_file it and copy the exact "
@@ -157,7 +158,7 @@ class Workspace:
     def remove(self, path: str) -> None:
         """Delete a regular, singly linked file (used when time travel undoes a file's creation)."""
         parts = _split(path, allow_root=False)
-        shown = "/".join(parts)
+        shown = printable("/".join(parts))
         with _os_errors_as_tool_errors(shown, "remove"):
             dir_fd = self._open_dir(parts[:-1])
             try:
@@ -190,7 +191,7 @@ class Workspace:
     def list(self, path: str = ".") -> Listing:
         """Return the entries of a directory sorted by name, hidden ones included, capped."""
         parts = _split(path, allow_root=True)
-        shown = "/".join(parts) or "."
+        shown = printable("/".join(parts)) or "."
         with _os_errors_as_tool_errors(shown, "list"):
             dir_fd = self._open_dir(parts)
             try:
@@ -211,7 +212,7 @@ class Workspace:
             ) from None
         try:
             for depth, name in enumerate(parts):
-                shown = "/".join(parts[: depth + 1])
+                shown = printable("/".join(parts[: depth + 1]))
                 next_fd = _open_subdir(fd, name, shown, create=create)
                 os.close(fd)
                 fd = next_fd
@@ -219,6 +220,19 @@ class Workspace:
             os.close(fd)
             raise
         return fd
+
+
+def printable(text: str, keep: str = "") -> str:
+    """`text` safe to show: control and other unprintable characters (a newline in a file name,
+    ESC, a right-to-left override) escaped as \\n, \\x1b, \\u202e, except those in `keep`. The model
+    reads the same escapes it writes in JSON arguments; the terminal shows each name on one line.
+    (app/errors.py has the same rule for the app's own messages.)"""
+    if text.isprintable():
+        return text
+    return "".join(
+        c if c.isprintable() or c in keep else c.encode("unicode_escape").decode("ascii")
+        for c in text
+    )
 
 
 def _split(path: str, *, allow_root: bool) -> list[str]:
@@ -233,17 +247,18 @@ def _split(path: str, *, allow_root: bool) -> list[str]:
         )
     if path.startswith("/"):
         raise ToolInputError(
-            f"path '{path}' is absolute; use a path relative to the workspace root"
+            f"path '{printable(path)}' is absolute; use a path relative to the workspace root"
         )
     parts = [part for part in path.split("/") if part not in ("", ".")]
     if ".." in parts:
         raise ToolInputError(
-            f"path '{path}' is outside the workspace; use a path relative to the workspace root"
+            f"path '{printable(path)}' is outside the workspace; use a path relative to the "
+            "workspace root"
         )
     if not parts and not allow_root:
         raise ToolInputError(
-            f"path '{path}' is the workspace directory itself; give a file path such as "
-            "'notes.txt', or use list_files to see what is there"
+            f"path '{printable(path)}' is the workspace directory itself; give a file path such "
+            "as 'notes.txt', or use list_files to see what is there"
         )
     try:
         sizes = [len(part.encode("utf-8")) for part in parts]
@@ -255,12 +270,13 @@ def _split(path: str, *, allow_root: bool) -> list[str]:
     for part, size in zip(parts, sizes, strict=True):
         if size > MAX_NAME_BYTES:
             raise ToolInputError(
-                f"the name '{part[:40]}…' is too long ({size} bytes; file and directory names "
-                f"are limited to {MAX_NAME_BYTES}); use a shorter name"
+                f"the name '{printable(part[:40])}…' is too long ({size} bytes; file and "
+                f"directory names are limited to {MAX_NAME_BYTES}); use a shorter name"
             )
     if sum(sizes) + len(sizes) > MAX_PATH_BYTES:
         raise ToolInputError(
-            f"path '{path[:40]}…' is too long (over {MAX_PATH_BYTES} bytes); use a shorter path"
+            f"path '{printable(path[:40])}…' is too long (over {MAX_PATH_BYTES} bytes); use a "
+            "shorter path"
         )
     return parts
 
