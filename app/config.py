@@ -85,8 +85,8 @@ class Settings(BaseSettings):
             try:
                 is_dir = place.is_dir()
                 exists = is_dir or place.exists() or place.is_symlink()
-            except (OSError, ValueError) as exc:
-                raise ValueError(f"the workspace {value} cannot be used: {exc}") from None
+            except OSError as exc:  # a name too long, a loop of symlinks, no permission to look
+                raise ValueError(f"the workspace {value} cannot be used: {exc.strerror}") from None
             if not exists:
                 continue
             if is_dir:

@@ -318,3 +318,21 @@ def test_a_path_with_control_characters_is_escaped_in_errors_and_notices(isolate
         ["removed", NASTY_SHOWN],
         ["left", NASTY_SHOWN],
     ]
+
+
+def test_overlong_database_and_workspace_names_are_config_errors(isolated: Path):
+    long_name = "n" * 300
+    cases = [
+        (
+            ["threads", "list", "--db", str(isolated / f"{long_name}.sqlite")],
+            "cannot use the database",
+        ),
+        (
+            ["chat", "-t", "w", "--workspace", str(isolated / long_name), "-m", "what is 1 plus 1"],
+            "cannot be used: File name too long",
+        ),
+    ]
+    for args, message in cases:
+        outcome = invoke(*args)
+        assert outcome.internal_error is None, outcome.internal_error
+        assert (outcome.code, message in outcome.stderr) == (3, True), outcome.stderr

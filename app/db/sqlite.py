@@ -105,10 +105,13 @@ def check_file(path: Path) -> None:
     The file is never opened here once it exists: closing any descriptor of a file drops every
     POSIX lock this process holds on it, including the one SQLite keeps for a WAL connection, and a
     peer process would then delete the -wal/-shm files under our feet (RELIABILITY.md)."""
-    if path.is_dir():
-        raise ConfigError(f"database path {path} is a directory; pass a file path with --db")
-    if path.exists():
-        return
+    try:
+        if path.is_dir():
+            raise ConfigError(f"database path {path} is a directory; pass a file path with --db")
+        if path.exists():
+            return
+    except OSError as exc:  # a name too long, a loop of symlinks, no permission to look
+        raise ConfigError(f"cannot use the database {path}: {exc.strerror}") from exc
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         # O_EXCL: only a file this call created is opened (and closed), and no connection of this
