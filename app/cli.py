@@ -151,7 +151,10 @@ def chat(
 ) -> None:
     """Talk to the agent: an interactive REPL, or one message with -m / piped stdin."""
     from app.chat import new_thread_id
+    from app.store import validate_thread_id
 
+    if thread is not None:  # `--thread ''` is an invalid id, not "make a new thread"
+        validate_thread_id(thread)
     settings = load_settings(
         strategy=strategy,
         max_trials=max_trials,
@@ -165,7 +168,7 @@ def chat(
         user=user,
         mcp_config=mcp_config,
     )
-    thread_id = thread or new_thread_id()
+    thread_id = new_thread_id() if thread is None else thread
     if message is None and not sys.stdin.isatty():
         message = sys.stdin.buffer.read().decode("utf-8", "replace")
     from app.cli_mcp import open_mcp_tools
@@ -175,7 +178,7 @@ def chat(
     with open_mcp_tools(settings.mcp_config, reserved_names=builtin) as extra_tools:
         if message is not None:
             code = _one_shot(
-                settings, thread_id, message, jsonl, stream, extra_tools, created=not thread
+                settings, thread_id, message, jsonl, stream, extra_tools, created=thread is None
             )
             raise typer.Exit(code)
         from app.repl import run_repl
@@ -208,7 +211,7 @@ def _one_shot(
     from app.store import open_checkpointer
 
     renderer = (
-        JsonlRenderer(out)
+        JsonlRenderer(out, debug=state["debug"])
         if jsonl
         else ConsoleRenderer(
             out, err, show_updates=stream is StreamStyle.updates, debug=state["debug"]

@@ -13,6 +13,7 @@ from langchain_core.messages import AnyMessage, ToolMessage
 
 from app.config import Settings
 from app.db.location import DatabaseLocation
+from app.db.sqlite import is_environmental
 from app.errors import UsageError
 from app.store import THREAD_ID, connect, database_error
 from graphs.messages import current_turn
@@ -82,7 +83,12 @@ def open_memory(settings: Settings) -> Iterator[MemoryStore]:
             memory = MemoryStore(connection)
         except sqlite3.DatabaseError as exc:
             raise database_error(location.path, exc) from exc
-        yield memory
+        try:
+            yield memory
+        except sqlite3.DatabaseError as exc:  # the same boundary as open_sqlite's
+            if not is_environmental(exc):
+                raise
+            raise database_error(location.path, exc) from exc
     finally:
         connection.close()
 

@@ -11,6 +11,8 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.text import Text
 
+from app.errors import printable
+
 ANSWER_NODES = {"agent", "finalize", "failure_handler", "synthesizer", "calculator", "small_talk"}
 # Nodes that run the tool loop as a subgraph: its own nodes already showed what they added.
 SUBGRAPH_NODES = {"attempt", "tool_loop"}
@@ -93,7 +95,7 @@ class ConsoleRenderer:
 
     def notice(self, text: str) -> None:
         self._close_line()
-        self.err.print(f"[dim]{escape(text)}[/dim]")
+        self.err.print(f"[dim]{escape(printable(text))}[/dim]")
 
     def partial_answer(self) -> str:
         return "".join(self._partial)
@@ -121,8 +123,8 @@ class ConsoleRenderer:
         if kind == "tool_call":
             self._calls[event["id"]] = event
             self._close_line()
-            args = json.dumps(event["args"], ensure_ascii=False)
-            self.err.print(f"[dim]→ {escape(event['name'])} {escape(args[:200])}[/dim]")
+            args = printable(json.dumps(event["args"], ensure_ascii=False))
+            self.err.print(f"[dim]→ {escape(printable(event['name']))} {escape(args[:200])}[/dim]")
         elif kind == "tool_result":
             self._tool_card(event)
         elif kind == "retry":
@@ -147,9 +149,10 @@ class ConsoleRenderer:
     def _tool_card(self, event: dict) -> None:
         self._close_line()
         call = self._calls.get(event["id"], {})
-        args = json.dumps(call.get("args", {}), ensure_ascii=False)
+        args = printable(json.dumps(call.get("args", {}), ensure_ascii=False))
         ok = event["status"] == "success"
-        content = str(event["content"])
+        # A result's own lines stay lines; any other control character (ESC…) is shown escaped.
+        content = printable(str(event["content"]), keep="\n\t")
         if len(content) > CARD_RESULT_CHARS:
             content = content[:CARD_RESULT_CHARS] + " …"
         body = Text()
@@ -157,7 +160,8 @@ class ConsoleRenderer:
         body.append(args + "\n")
         body.append("result " if ok else "error  ", style="dim" if ok else "red")
         body.append(content, style=None if ok else "red")
-        title = f"{'🔧' if ok else '✗'} {event['name']}  [dim]{event['duration_ms']} ms[/dim]"
+        name = escape(printable(str(event["name"])))
+        title = f"{'🔧' if ok else '✗'} {name}  [dim]{event['duration_ms']} ms[/dim]"
         self.err.print(
             Panel(
                 body,
@@ -200,13 +204,17 @@ class ConsoleRenderer:
 
 
 class JsonlRenderer:
-    """One JSON object per line on stdout: node, token, tool_call, tool_result, retry, error, final."""
+    """One JSON object per line on stdout: node, token, tool_call, tool_result, retry, error, final.
+    An `error` event (a bug inside a node) carries its traceback only with `debug` (--debug)."""
 
-    def __init__(self, out: Console) -> None:
+    def __init__(self, out: Console, *, debug: bool = False) -> None:
         self.out = out
+        self.debug = debug
         self._partial: list[str] = []
 
     def _emit(self, event: dict) -> None:
+        if event.get("event") == "error" and not self.debug:
+            event = {key: value for key, value in event.items() if key != "traceback"}
         self.out.file.write(json.dumps(event, ensure_ascii=False, default=str) + "\n")
         self.out.file.flush()
 

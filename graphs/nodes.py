@@ -241,8 +241,11 @@ def on_node_error(
 ) -> Command[Literal["failure_handler"]]:
     """A bug inside a node: record it and let the failure handler end the turn cleanly."""
     detail = "".join(traceback.format_exception(error.error)).strip()
-    runtime.stream_writer({"type": "error", "node": error.node, "traceback": detail})
-    message = f"{error.node}: {type(error.error).__name__}: {error.error}"
+    summary = f"{type(error.error).__name__}: {error.error}"
+    runtime.stream_writer(
+        {"type": "error", "node": error.node, "error": summary, "traceback": detail}
+    )
+    message = f"{error.node}: {summary}"
     last = LastError(kind="internal", message=message, retry_after=None)
     return Command(goto="failure_handler", update={"last_error": last})
 

@@ -98,14 +98,41 @@ class AgentContext:
         return {t.name: t for t in self.tools}
 
 
+NUMBER = (int, float)
+# The type of every field of AgentState and of the strategies' states (graphs/plan.py, reflexion.py,
+# router.py) a loaded state may hold; nodes and renderers rely on them.
+FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
+    "turn": int,
+    "iteration": int,
+    "retry_count": int,
+    "tokens_used": int,
+    "turn_started_at": NUMBER,
+    "status": (str, type(None)),
+    "budget_exhausted": (str, type(None)),
+    "last_error": (dict, type(None)),
+    "call_signatures": list,
+    "strategy": str,
+    "plan": (list, type(None)),
+    "step_results": list,
+    "replans": int,
+    "trial": int,
+    "lessons": list,
+    "verdict": (dict, type(None)),
+    "route": (dict, type(None)),
+}
+
+
 def unreadable_reason(values: dict) -> str | None:
-    """Why a loaded state cannot be trusted (a blocked or tampered blob comes back as raw data)."""
+    """Why a loaded state cannot be trusted: a tampered checkpoint that decodes (the saver refuses
+    what does not, app/db/strict.py) can still hold values of the wrong type."""
+    if not isinstance(values, dict):
+        return "it is not a state"
     messages = values.get("messages", [])
     if not isinstance(messages, list) or not all(isinstance(m, BaseMessage) for m in messages):
         return "its messages are not messages"
-    for key in ("turn", "iteration", "retry_count"):
-        if not isinstance(values.get(key, 0), int):
-            return f"its {key} is not a number"
+    for key, kind in FIELD_TYPES.items():
+        if key in values and not isinstance(values[key], kind):
+            return f"its {key} is a {type(values[key]).__name__}"
     return None
 
 
