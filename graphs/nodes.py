@@ -177,6 +177,8 @@ def failure_handler(state: AgentState, runtime: Runtime[AgentContext]) -> dict:
     )
     if error["kind"] == "context_overflow":
         text = overflow_text(error, context)
+    elif error["kind"] == "tool" and replies_unparsed(state["messages"]):
+        text = unparsed_text(error, state.get("retry_count", 0), context.max_retries)
     reply = AIMessage(content=text, id=new_message_id("ai"))
     return {"messages": [*closing, reply], "status": "failed"}
 
@@ -220,6 +222,21 @@ def overflow_text(error: LastError, context: AgentContext) -> str:
         f"The conversation no longer fits the model's context{size}, even with the older turns "
         f"summarised: {error['message']}\nWhat is left is this turn: send a shorter message (or "
         "put a long text in a workspace file and refer to it), or start a new thread (/new)."
+    )
+
+
+def replies_unparsed(messages: list[AnyMessage]) -> bool:
+    """The model's last reply was neither an answer nor a tool call that could be read."""
+    last = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
+    return last is not None and bool(last.invalid_tool_calls) and not last.tool_calls
+
+
+def unparsed_text(error: LastError, attempts: int, max_retries: int) -> str:
+    return (
+        f"The model's replies stayed malformed (neither a readable tool call nor an answer) after "
+        f"{attempts + 1} attempts (retry budget {max_retries}): {error['message']}\n"
+        "The model may be too small to follow the tool-call format: try a larger model, or the "
+        "other --tool-protocol (native or react)."
     )
 
 
