@@ -73,8 +73,7 @@ def shrinkable_split(
         older, recent = split_for_summary(messages, keep)
         if not any(not is_summary(m) for m in older):
             continue
-        room = budget is None or keep == 0
-        if room or _tokens(recent) + summary_cap_tokens(budget) <= budget:  # type: ignore[operator]
+        if budget is None or keep == 0 or _tokens(recent) + summary_cap_tokens(budget) <= budget:
             return older, recent
     older, recent = split_for_summary(messages, 0)
     if len(older) == 1 and is_summary(older[0]) and _tokens(older) > 2 * MIN_SUMMARY_TOKENS:
@@ -108,10 +107,6 @@ def transcript_lines(messages: Sequence[AnyMessage]) -> list[str]:
         elif message.type == "tool":
             lines.append(f"tool result ({message.name}): {message.content}")
     return lines
-
-
-def transcript(messages: Sequence[AnyMessage]) -> str:
-    return "\n".join(transcript_lines(messages))[-TRANSCRIPT_CHAR_LIMIT:]
 
 
 @dataclass(frozen=True)
