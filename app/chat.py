@@ -33,7 +33,13 @@ from graphs.builder import recursion_limit
 from graphs.messages import cancelled_results, dangling_tool_calls, new_message_id
 from graphs.state import AgentContext
 from graphs.strategies import get_strategy, stored_strategy, strategy_turn_input
-from graphs.summarize import split_for_summary, summary_update, write_summary
+from graphs.summarize import (
+    split_for_summary,
+    summary_cap_tokens,
+    summary_update,
+    write_summary,
+)
+from graphs.window import context_budget
 from tools import SIDE_EFFECT_TOOLS
 from tools.memory import MemoryStore
 
@@ -62,6 +68,12 @@ def _by_policy(calls: list[dict], policy: str) -> dict[str, dict]:
     action = "approve" if policy == "auto" else "reject"
     note = f"the approval policy is '{policy}' and nobody was asked"
     return {call["id"]: {"action": action, "note": note} for call in calls}
+
+
+def compact_cap(context: AgentContext) -> int | None:
+    """How long a /compact summary may be: as in the graph, when there is a budget."""
+    budget = context_budget(context)
+    return summary_cap_tokens(budget) if budget else None
 
 
 def new_thread_id() -> str:
@@ -339,7 +351,8 @@ class ChatSession:
             older, recent = split_for_summary(state.values.get("messages", []), 0)
             if not older:
                 raise UsageError("nothing to compact yet: the thread has no earlier turns")
-            summary = write_summary(self.context.model, older)
+            window = self.context.window.tokens if self.context.window else None
+            summary = write_summary(self.context.model, older, window, compact_cap(self.context))
             metadata = {k: v for k, v in (state.metadata or {}).items() if k in {"turn", "preview"}}
             self.graph.update_state(
                 {**self.config, "metadata": {**metadata, "compacted": len(older)}},

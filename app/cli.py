@@ -341,6 +341,7 @@ def doctor(
     results = [checks.check_database(settings), checks.check_workspace(settings)]
     if ping:
         results.append(checks.ping(settings))
+        results.append(checks.check_window(settings))
     for check in results:
         mark = "[green]ok[/green]" if check.ok else "[red]FAIL[/red]"
         out.print(f"{mark}  {check.name}: {escape(check.detail)}")

@@ -98,3 +98,23 @@ def ping(settings: Settings) -> Check:
     elapsed = (time.perf_counter() - started) * 1000
     text = str(reply.content).strip().replace("\n", " ")
     return Check("ping", True, f"answered in {elapsed:.0f} ms: {text[:60]!r}")
+
+
+def check_window(settings: Settings) -> Check:
+    """The model's context window as the endpoint reports it, and the budget Waypoint derives."""
+    from app.context import model_window
+    from graphs.window import window_budget
+
+    window = model_window(settings)
+    configured = settings.context_tokens
+    if window is None or window.tokens is None:
+        where = "the offline model has none" if window is None else "the endpoint does not say"
+        budget = f"{configured:,} tokens" if configured else "off"
+        return Check("context window", True, f"unknown ({where}); context budget {budget}")
+    fit = window_budget(window, 0)
+    explicit = "context_tokens" in settings.model_fields_set
+    if explicit:
+        note = f"the context budget is APP_CONTEXT_TOKENS={configured:,}"
+    else:
+        note = f"about {fit:,} tokens for the prompt, the tools and the conversation"
+    return Check("context window", True, f"{window.describe()}; {note}")

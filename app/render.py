@@ -12,11 +12,18 @@ from rich.panel import Panel
 from rich.text import Text
 
 from app.errors import printable
+from app.models.react.model import UNPARSED  # a ReAct reply taken as the answer without parsing
 
 ANSWER_NODES = {"agent", "finalize", "failure_handler", "synthesizer", "calculator", "small_talk"}
 # Nodes that run the tool loop as a subgraph: its own nodes already showed what they added.
 SUBGRAPH_NODES = {"attempt", "tool_loop"}
+# Nodes whose messages are not new: summarize rewrites the list, re-sending the recent turns.
+REWRITING_NODES = {*SUBGRAPH_NODES, "summarize"}
 CARD_RESULT_CHARS = 600
+UNPARSED_NOTICE = (
+    "(the model's reply followed neither the Action nor the Final Answer format after the "
+    "corrections; it is shown as the answer, as written)"
+)
 
 
 class Renderer(Protocol):
@@ -32,6 +39,8 @@ def message_dict(message: BaseMessage) -> dict:
     for key in ("name", "tool_call_id", "status"):
         if getattr(message, key, None):
             data[key] = getattr(message, key)
+    if isinstance(message, AIMessage) and message.response_metadata.get(UNPARSED):
+        data["unparsed"] = True
     if isinstance(message, AIMessage) and message.tool_calls:
         data["tool_calls"] = [
             {"name": c["name"], "args": c["args"], "id": c["id"]} for c in message.tool_calls
@@ -136,10 +145,7 @@ class ConsoleRenderer:
             )
         elif kind == "summarized":
             self._close_line()
-            self.err.print(
-                f"[dim]⋯ summarised {event['messages_replaced']} older messages to fit the "
-                "context (older checkpoints keep them all)[/dim]"
-            )
+            self.err.print(Text(f"⋯ {summarized_text(event)}", style="dim"), soft_wrap=False)
         elif kind in STRATEGY_EVENTS:
             self._close_line()
             self.err.print(Text(STRATEGY_EVENTS[kind](event), style="dim"))
@@ -169,7 +175,8 @@ class ConsoleRenderer:
                 title_align="left",
                 border_style="cyan" if ok else "red",
                 expand=False,
-            )
+            ),
+            soft_wrap=False,
         )
 
     def _node_update(self, node: str, update: Any) -> None:
@@ -177,11 +184,13 @@ class ConsoleRenderer:
             self._close_line()
             self.err.print(f"[bold magenta]── {escape(node)}[/bold magenta]")
             self.err.print_json(json.dumps(update_dict(update), ensure_ascii=False, default=str))
-        if not isinstance(update, dict) or node in SUBGRAPH_NODES:
+        if not isinstance(update, dict) or node in REWRITING_NODES:
             return
         for message in update.get("messages", []):
             if isinstance(message, AIMessage) and message.id not in self._streamed:
                 self._unstreamed_answer(node, message)
+            if isinstance(message, AIMessage) and message.response_metadata.get(UNPARSED):
+                self.notice(UNPARSED_NOTICE)
 
     def _unstreamed_answer(self, node: str, message: AIMessage) -> None:
         text = str(message.content).strip()
@@ -189,8 +198,11 @@ class ConsoleRenderer:
             return
         self._close_line()
         if node == "failure_handler":
+            # soft_wrap=False: the console soft-wraps (long lines stay whole for copying), which
+            # would make the panel crop its own message.
             self.err.print(
-                Panel(escape(text), title="turn failed", border_style="red", title_align="left")
+                Panel(escape(text), title="turn failed", border_style="red", title_align="left"),
+                soft_wrap=False,
             )
         elif message.tool_calls or message.invalid_tool_calls:
             self.err.print(Text(text, style="dim italic"))
@@ -249,6 +261,27 @@ class JsonlRenderer:
 
     def turn_end(self, summary: dict) -> None:
         self._emit({"event": "final", **summary})
+
+
+def summarized_text(event: dict) -> str:
+    """What a `summarized` event tells the user: why, against which window, and what is kept."""
+    replaced = f"{event['messages_replaced']} older messages"
+    if event.get("window"):
+        why = f"the conversation is longer than the model's {event['window']:,}-token window"
+    elif event.get("budget"):
+        why = f"the conversation is longer than the context budget ({event['budget']:,} tokens)"
+    else:
+        why = "the conversation no longer fits the model's context"
+    dropped = (
+        f"; the oldest {event['dropped_lines']} lines did not fit even the summariser and were "
+        "left out"
+        if event.get("dropped_lines")
+        else ""
+    )
+    return (
+        f"{why}; older turns were summarised ({replaced}{dropped}; older checkpoints, history "
+        "and export keep them all)"
+    )
 
 
 def print_messages(console: Console, messages: list[BaseMessage]) -> None:

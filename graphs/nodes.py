@@ -20,10 +20,11 @@ from graphs.messages import (
     dangling_tool_calls,
     new_message_id,
 )
-from graphs.model_errors import classify_model_error
+from graphs.model_errors import classify_call_error
 from graphs.routing import is_looping
 from graphs.state import AgentContext, AgentState, LastError
 from graphs.tool_calls import run_tool_calls
+from graphs.window import prompt_tokens
 
 MODEL_ERROR_KINDS = {"model_transient", "model_fatal", "context_overflow"}
 FINAL_ANSWER_INSTRUCTION = (
@@ -40,7 +41,7 @@ def agent(state: AgentState, runtime: Runtime[AgentContext]) -> dict:
     try:
         reply = model.invoke(model_input(state["messages"], context))
     except Exception as exc:  # the model boundary: every failure is classified and routed
-        return update | {"last_error": classify_model_error(exc)}
+        return update | {"last_error": classify_failed_call(exc, state, context)}
     reply = _with_id(reply)
     if is_empty(reply):
         problem = "invalid response from endpoint: an empty reply (no text, no tool calls)"
@@ -56,6 +57,13 @@ def agent(state: AgentState, runtime: Runtime[AgentContext]) -> dict:
     if not (reply.tool_calls or reply.invalid_tool_calls):
         update["status"] = "answered"
     return update
+
+
+def classify_failed_call(exc: Exception, state: AgentState, context: AgentContext) -> LastError:
+    """The failure, judged with the prompt's size (an empty stream after a long prompt is an
+    overflow). Only a window the server reported sets what "long" is; a guessed one is too high."""
+    window = context.window.tokens if context.window and context.window.exact else None
+    return classify_call_error(exc, prompt_tokens(state["messages"], context), window)
 
 
 def is_empty(reply: AIMessage) -> bool:
@@ -167,6 +175,10 @@ def failure_handler(state: AgentState, runtime: Runtime[AgentContext]) -> dict:
     text = failure_text(
         error, state.get("retry_count", 0), context.max_retries, context.max_retry_after
     )
+    if error["kind"] == "context_overflow":
+        text = overflow_text(error, context)
+    elif error["kind"] == "tool" and replies_unparsed(state["messages"]):
+        text = unparsed_text(error, state.get("retry_count", 0), context.max_retries)
     reply = AIMessage(content=text, id=new_message_id("ai"))
     return {"messages": [*closing, reply], "status": "failed"}
 
@@ -199,6 +211,33 @@ def failure_text(
         "internal": "An internal error stopped this turn",
     }[error["kind"]]
     return f"{what} {tried} (retry budget {max_retries}): {error['message']}\n{advice}"
+
+
+def overflow_text(error: LastError, context: AgentContext) -> str:
+    """What the user reads when even the summarised conversation does not fit: the window, and that
+    their own message (with this turn's tool results) is what is too long."""
+    window = context.window.tokens if context.window and context.window.tokens else None
+    size = f" ({window:,}-token window)" if window else ""
+    return (
+        f"The conversation no longer fits the model's context{size}, even with the older turns "
+        f"summarised: {error['message']}\nWhat is left is this turn: send a shorter message (or "
+        "put a long text in a workspace file and refer to it), or start a new thread (/new)."
+    )
+
+
+def replies_unparsed(messages: list[AnyMessage]) -> bool:
+    """The model's last reply was neither an answer nor a tool call that could be read."""
+    last = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
+    return last is not None and bool(last.invalid_tool_calls) and not last.tool_calls
+
+
+def unparsed_text(error: LastError, attempts: int, max_retries: int) -> str:
+    return (
+        f"The model's replies stayed malformed (neither a readable tool call nor an answer) after "
+        f"{attempts + 1} attempts (retry budget {max_retries}): {error['message']}\n"
+        "The model may be too small to follow the tool-call format: try a larger model, or the "
+        "other --tool-protocol (native or react)."
+    )
 
 
 def finalize(state: AgentState, runtime: Runtime[AgentContext]) -> dict:

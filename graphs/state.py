@@ -15,6 +15,8 @@ from langgraph.channels import DeltaChannel
 from langgraph.graph import add_messages
 from langgraph.graph.message import REMOVE_ALL_MESSAGES as REMOVE_ALL
 
+from graphs.window import ContextWindow
+
 ErrorKind = Literal["model_transient", "model_fatal", "tool", "context_overflow", "internal"]
 TurnStatus = Literal[
     "answered", "failed", "max_iterations", "loop_detected", "budget_exhausted", "cancelled"
@@ -83,6 +85,10 @@ class AgentContext:
     max_tool_result_chars: int = 4000
     max_retry_after: float = 60.0
     context_tokens: int | None = None
+    # The model's context window (graphs/window.py), shared by the runs of a process; with
+    # `context_tokens_explicit` (APP_CONTEXT_TOKENS was set) they decide the messages' budget.
+    window: ContextWindow | None = None
+    context_tokens_explicit: bool = False
     keep_recent_turns: int = 1
     max_seconds: float | None = None
     max_tokens_per_turn: int | None = None

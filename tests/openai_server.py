@@ -24,7 +24,7 @@ JOIN_TIMEOUT = 5.0
 class Reply:
     """One scripted response. Build it with the helpers below, not directly."""
 
-    kind: str  # message | error | raw | empty_choices | hang
+    kind: str  # message | error | raw | empty_choices | hang | sse
     content: str = ""
     tool_calls: tuple[tuple[str, str, str], ...] = ()  # (id, name, arguments JSON text)
     finish_reason: str | None = None
@@ -102,6 +102,11 @@ def empty_choices() -> Reply:
     return Reply("empty_choices")
 
 
+def sse(body: str) -> Reply:
+    """A 200 event stream whose body is `body` verbatim (error events, an empty stream, ...)."""
+    return Reply("sse", body=body, content_type="text/event-stream")
+
+
 def hang(seconds: float = 30.0) -> Reply:
     """Accept the request and answer nothing for `seconds` (or until the server stops)."""
     return Reply("hang", seconds=seconds)
@@ -131,6 +136,8 @@ class OpenAIServer:
     def __init__(self, script: list[Reply] | None = None) -> None:
         self.script: list[Reply] = list(script or [])
         self.requests: list[Recorded] = []
+        # Other routes (GET /v1/models, /props, POST /api/show, ...): (method, path) -> (status, JSON)
+        self.routes: dict[tuple[str, str], tuple[int, Any]] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._handlers: list[threading.Thread] = []
@@ -166,6 +173,12 @@ class OpenAIServer:
             f"{len(self.exhausted)} request(s) arrived after the script ran dry"
         )
         assert not self.script, f"{len(self.script)} scripted replies were never requested"
+
+    def route(self, method: str, path: str, body: Any, status: int = 200) -> OpenAIServer:
+        """Answer `method path` (any request but chat completions) with `body` as JSON, always."""
+        with self._lock:
+            self.routes[(method, path)] = (status, body)
+        return self
 
     def discard_unused(self) -> list[Reply]:
         """Take back the replies nobody asked for (e.g. a success scripted after a fatal error)."""
@@ -265,10 +278,22 @@ class _Handler(BaseHTTPRequestHandler):
         self._play(reply, stream, include_usage, str(body.get("model", "")))
 
     def _record_other(self) -> None:
+        length = int(self.headers.get("content-length") or 0)
+        raw_body = self.rfile.read(length).decode("utf-8", "replace") if length else ""
         with self.owner._lock:
+            routed = self.owner.routes.get((self.command, self.path))
             self.owner.requests.append(
-                Recorded(self.command, self.path, dict(self.headers), None, "not_found")
+                Recorded(
+                    self.command,
+                    self.path,
+                    dict(self.headers),
+                    raw_body or None,
+                    "route" if routed else "not_found",
+                )
             )
+        if routed:
+            self._send(routed[0], json.dumps(routed[1]))
+            return
         message = f"no route for {self.command} {self.path}"
         self._send(404, _error_body(message, "invalid_request_error", "not_found"))
 
@@ -278,7 +303,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.owner._stopping.wait(reply.seconds)
             self.close_connection = True  # no response at all: the client must time out
             return
-        if reply.kind in {"error", "raw"}:
+        if reply.kind in {"error", "raw", "sse"}:
             self._send(reply.status, reply.body, reply.content_type, reply.headers)
         elif stream:
             events = _chunks(reply, completion_id, model, include_usage)
