@@ -1,0 +1,205 @@
+"""Tools that reach the model on the servers people run: the scripted server reproduces each server's
+quirks (tests/openai_server.py QUIRKS) and the real langchain-openai client talks to it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from langchain_core.messages import HumanMessage, ToolMessage
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from app.context import SYSTEM_PROMPT
+from app.models import make_chat_model
+from app.models.openai_compat import RepetitionDetector, repeated_unit
+from app.store import open_checkpointer
+from graphs.schemas import Plan, ask_structured
+from graphs.state import AgentContext
+from graphs.strategies import get_strategy, strategy_turn_input
+from tests.openai_server import (
+    INVENTED_ANSWER,
+    LLAMA_CPP_PYTHON,
+    OpenAIServer,
+    text,
+    tool_call,
+    tool_calls,
+)
+from tools import default_tools
+
+TIMEOUT = 2.0
+CALCULATION = tool_calls(tool_call("calculator", {"expression": "2+3*4"}, "call_a"))
+PLAN = {"steps": [{"tool": "calculator", "arguments": {"expression": "2+3*4"}, "reason": "math"}]}
+
+
+@pytest.fixture(autouse=True)
+def api_key(isolated: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+
+
+@pytest.fixture
+def saver(tmp_path: Path) -> Iterator[BaseCheckpointSaver]:
+    with open_checkpointer(tmp_path / "db" / "agent.sqlite") as saver:
+        yield saver
+
+
+@pytest.fixture
+def llama_cpp_python() -> Iterator[OpenAIServer]:
+    with OpenAIServer(quirks=LLAMA_CPP_PYTHON) as server:
+        yield server
+        assert not server.exhausted
+
+
+@pytest.fixture
+def plain_server() -> Iterator[OpenAIServer]:
+    with OpenAIServer() as server:
+        yield server
+        assert not server.exhausted
+
+
+def turn(
+    server: OpenAIServer,
+    saver: BaseCheckpointSaver,
+    tmp_path: Path,
+    message: str,
+    strategy: str = "react",
+) -> dict:
+    """One turn of `strategy` with the model exactly as `--model openai:m` builds it."""
+    model = make_chat_model("openai:m", timeout=TIMEOUT, base_url=server.base_url)
+    context = AgentContext(
+        model=model,
+        tools=default_tools(tmp_path / "ws"),
+        system_prompt=SYSTEM_PROMPT,
+        max_retries=2,
+        backoff_base=0,
+        sleep=lambda seconds: None,
+    )
+    chosen = get_strategy(strategy)
+    graph = chosen.build(saver)
+    config = {"configurable": {"thread_id": f"quirks-{strategy}"}, "recursion_limit": 60}
+    human = HumanMessage(message, id=f"human-{strategy}")
+    graph.invoke(strategy_turn_input(chosen, human, 1), config, context=context)
+    return graph.get_state(config).values
+
+
+def tool_results(values: dict) -> list[tuple[str, str]]:
+    return [(m.name, m.content) for m in values["messages"] if isinstance(m, ToolMessage)]
+
+
+def test_tools_go_with_an_explicit_tool_choice_and_no_null_content(
+    plain_server: OpenAIServer, saver: BaseCheckpointSaver, tmp_path: Path
+) -> None:
+    plain_server.add(CALCULATION, text("It is 14."))
+
+    values = turn(plain_server, saver, tmp_path, "what is 2+3*4?")
+
+    assert (values["status"], values["messages"][-1].content) == ("answered", "It is 14.")
+    first, second = plain_server.completions
+    assert (first.body["tool_choice"], second.body["tool_choice"]) == ("auto", "auto")
+    assistant = second.messages[-2]
+    assert assistant["role"] == "assistant" and assistant["tool_calls"]
+    assert assistant["content"] == ""  # never null: several servers refuse it
+    plain_server.assert_done()
+
+
+def test_a_llama_cpp_python_server_gets_tool_calls_through(
+    llama_cpp_python: OpenAIServer, saver: BaseCheckpointSaver, tmp_path: Path
+) -> None:
+    llama_cpp_python.add(CALCULATION, text("It is 14."))
+
+    values = turn(llama_cpp_python, saver, tmp_path, "what is 2+3*4?")
+
+    assert (values["status"], values["messages"][-1].content) == ("answered", "It is 14.")
+    assert tool_results(values) == [("calculator", "14")]
+    requests = llama_cpp_python.completions
+    # Each streamed step came back empty and was asked once more without streaming.
+    assert [(r.stream, r.outcome) for r in requests] == [
+        (True, "empty_stream"),
+        (False, "message"),
+        (True, "empty_stream"),
+        (False, "message"),
+    ]
+    assert all(r.body["tool_choice"] == "auto" for r in requests)
+    assert INVENTED_ANSWER not in str(values["messages"])
+    llama_cpp_python.assert_done()
+
+
+def test_repeated_names_in_streamed_calls_are_repaired(
+    llama_cpp_python: OpenAIServer,
+) -> None:
+    llama_cpp_python.add(tool_calls(tool_call("Plan", PLAN, "call_plan"), chunks=4))
+    model = make_chat_model("openai:m", timeout=TIMEOUT, base_url=llama_cpp_python.base_url)
+
+    reply = ask_structured(model, Plan, [HumanMessage("what is 2+3*4?")])
+
+    assert reply.error is None
+    assert reply.parsed == Plan.model_validate(PLAN)
+    assert reply.raw is not None and reply.raw.tool_calls[0]["name"] == "Plan"
+    [request] = llama_cpp_python.completions
+    assert request.stream and request.body["tool_choice"]["function"]["name"] == "Plan"
+
+
+def test_the_plan_strategy_works_on_a_llama_cpp_python_server(
+    llama_cpp_python: OpenAIServer, saver: BaseCheckpointSaver, tmp_path: Path
+) -> None:
+    llama_cpp_python.add(
+        tool_calls(tool_call("Plan", PLAN, "call_plan"), chunks=4), text("2+3*4 is 14.")
+    )
+
+    values = turn(llama_cpp_python, saver, tmp_path, "what is 2+3*4?", strategy="plan")
+
+    assert (values["status"], values["messages"][-1].content) == ("answered", "2+3*4 is 14.")
+    assert [(s["tool"], s["status"], s["result"]) for s in values["step_results"]] == [
+        ("calculator", "success", "14")
+    ]
+    llama_cpp_python.assert_done()
+
+
+def test_an_empty_streamed_answer_is_asked_once_more_without_streaming(
+    plain_server: OpenAIServer, saver: BaseCheckpointSaver, tmp_path: Path
+) -> None:
+    plain_server.add(text(""), text("Here it is."))
+
+    values = turn(plain_server, saver, tmp_path, "hello")
+
+    assert (values["status"], values["messages"][-1].content) == ("answered", "Here it is.")
+    assert [r.stream for r in plain_server.completions] == [True, False]
+    assert values["retry_count"] == 0
+
+
+# --- the repetition detector ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "looping",
+    [
+        "I am a helpful assistant. " * 40,
+        "ha" * 300,
+        "Step: add the numbers.\nResult: unknown.\n" * 20,
+        "x" * 500,
+    ],
+)
+def test_a_reply_that_loops_is_recognised(looping: str) -> None:
+    detector = RepetitionDetector()
+    found = [
+        unit for piece in _pieces("Let me think. " + looping) if (unit := detector.feed(piece))
+    ]
+    assert found and found[0] in looping
+
+
+@pytest.mark.parametrize(
+    "ordinary",
+    [
+        "| city | high |\n|---|---|\n| Paris | 21 |\n| Rome | 27 |\n| Oslo | 15 |\n" * 2,
+        " ".join(f"line {n}: the value is {n * n}." for n in range(200)),
+        "=" * 80 + "\nTitle\n" + "=" * 80 + "\n" + "Some prose about many things. " * 3,
+    ],
+)
+def test_ordinary_replies_are_not_cut(ordinary: str) -> None:
+    detector = RepetitionDetector()
+    assert not [piece for piece in _pieces(ordinary) if detector.feed(piece)]
+    assert repeated_unit(ordinary) is None
+
+
+def _pieces(text_: str, size: int = 7) -> list[str]:
+    return [text_[i : i + size] for i in range(0, len(text_), size)]
