@@ -67,3 +67,21 @@ def cancelled_results(calls: Sequence[ToolCall], reason: str) -> list[ToolMessag
         )
         for call in calls
     ]
+
+
+NOTICE_KEY = "waypoint_notice"
+
+
+def notice_message(text: str, kind: str) -> AIMessage:
+    """Waypoint's own words closing a turn (a failure, a spent budget): stored, so the user and the
+    history see them, but marked, so the model is never told it said them (`for_model`)."""
+    return AIMessage(content=text, id=new_message_id("ai"), additional_kwargs={NOTICE_KEY: kind})
+
+
+def is_notice(message: AnyMessage) -> bool:
+    return bool(getattr(message, "additional_kwargs", {}).get(NOTICE_KEY))
+
+
+def for_model(messages: Sequence[AnyMessage]) -> list[AnyMessage]:
+    """The conversation as the model may read it: without Waypoint's notices."""
+    return [m for m in messages if not is_notice(m)]

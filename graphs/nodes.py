@@ -18,7 +18,9 @@ from graphs.messages import (
     cancelled_results,
     current_turn,
     dangling_tool_calls,
+    for_model,
     new_message_id,
+    notice_message,
 )
 from graphs.model_errors import classify_model_error
 from graphs.routing import is_looping
@@ -167,8 +169,7 @@ def failure_handler(state: AgentState, runtime: Runtime[AgentContext]) -> dict:
     text = failure_text(
         error, state.get("retry_count", 0), context.max_retries, context.max_retry_after
     )
-    reply = AIMessage(content=text, id=new_message_id("ai"))
-    return {"messages": [*closing, reply], "status": "failed"}
+    return {"messages": [*closing, notice_message(text, "failure")], "status": "failed"}
 
 
 def failure_text(
@@ -212,9 +213,9 @@ def finalize(state: AgentState, runtime: Runtime[AgentContext]) -> dict:
         )
         answer = AIMessage(content=reply.content, id=new_message_id("ai"))
     except Exception:  # a last answer is best effort; the fallback below always works
-        answer = AIMessage(content=budget_text(messages, reason), id=new_message_id("ai"))
+        answer = notice_message(budget_text(messages, reason), "budget")
     if not str(answer.content).strip():
-        answer = AIMessage(content=budget_text(messages, reason), id=new_message_id("ai"))
+        answer = notice_message(budget_text(messages, reason), "budget")
     return {"messages": [*closing, answer], "status": status}
 
 
@@ -248,8 +249,9 @@ def on_node_error(
 
 
 def model_input(messages: list[AnyMessage], context: AgentContext) -> list[AnyMessage]:
+    """What the model reads: the system prompt, then the conversation without Waypoint's notices."""
     prompt = [SystemMessage(context.system_prompt)] if context.system_prompt else []
-    return [*prompt, *messages]
+    return [*prompt, *for_model(messages)]
 
 
 def _with_id(reply: AIMessage) -> AIMessage:

@@ -20,7 +20,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
 from graphs.approvals import review_calls
-from graphs.messages import new_message_id
+from graphs.messages import for_model, new_message_id
 from graphs.model_errors import classify_model_error
 from graphs.nodes import exhausted_budget, failure_handler, finalize, model_input, on_node_error
 from graphs.nodes import retry as retry_node
@@ -92,7 +92,7 @@ def planner(state: PlanState, runtime: Runtime[AgentContext]) -> dict:
 def planner_input(state: PlanState, context: AgentContext, replanning: bool) -> list:
     prompt = planner_prompt(context.tools, _limit(context))
     system = f"{context.system_prompt}\n\n{prompt}" if context.system_prompt else prompt
-    messages = [SystemMessage(system), *state["messages"]]
+    messages = [SystemMessage(system), *for_model(state["messages"])]
     if replanning:
         results = state["step_results"]
         failed = results[-1]

@@ -20,7 +20,7 @@ from langchain_core.messages.utils import count_tokens_approximately
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.runtime import Runtime
 
-from graphs.messages import new_message_id
+from graphs.messages import for_model, new_message_id
 from graphs.state import AgentContext, AgentState
 
 SUMMARY_NAME = "conversation_summary"
@@ -72,7 +72,7 @@ def can_summarize(state: AgentState, context: AgentContext) -> bool:
 def transcript(messages: Sequence[AnyMessage]) -> str:
     """Older messages as plain text: the summariser needs no tool roles, and any endpoint accepts it."""
     lines = []
-    for message in messages:
+    for message in for_model(messages):
         if is_summary(message):
             lines.append(f"earlier summary: {message.content}")
         elif message.type == "human":

@@ -1,10 +1,13 @@
-"""Tools that reach the model on the servers people run: the scripted server reproduces each server's
-quirks (tests/openai_server.py QUIRKS) and the real langchain-openai client talks to it."""
+"""Real OpenAI-compatible servers as they behave, with the real langchain-openai client: tools that
+reach the model (the scripted server reproduces each server's quirks, tests/openai_server.py
+QUIRKS), Waypoint's notices kept out of the model's context, budgets that hold, an output limit."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from langchain_core.messages import HumanMessage, ToolMessage
@@ -17,10 +20,12 @@ from app.store import open_checkpointer
 from graphs.schemas import Plan, ask_structured
 from graphs.state import AgentContext
 from graphs.strategies import get_strategy, strategy_turn_input
+from tests.conftest import run_cli
 from tests.openai_server import (
     INVENTED_ANSWER,
     LLAMA_CPP_PYTHON,
     OpenAIServer,
+    error,
     text,
     tool_call,
     tool_calls,
@@ -63,22 +68,23 @@ def turn(
     tmp_path: Path,
     message: str,
     strategy: str = "react",
+    number: int = 1,
+    **limits: Any,
 ) -> dict:
-    """One turn of `strategy` with the model exactly as `--model openai:m` builds it."""
+    """Turn `number` of a thread of `strategy`, with the model exactly as `--model openai:m`
+    builds it."""
     model = make_chat_model("openai:m", timeout=TIMEOUT, base_url=server.base_url)
     context = AgentContext(
         model=model,
         tools=default_tools(tmp_path / "ws"),
         system_prompt=SYSTEM_PROMPT,
-        max_retries=2,
-        backoff_base=0,
-        sleep=lambda seconds: None,
+        **({"max_retries": 2, "backoff_base": 0, "sleep": lambda seconds: None} | limits),
     )
     chosen = get_strategy(strategy)
     graph = chosen.build(saver)
     config = {"configurable": {"thread_id": f"quirks-{strategy}"}, "recursion_limit": 60}
-    human = HumanMessage(message, id=f"human-{strategy}")
-    graph.invoke(strategy_turn_input(chosen, human, 1), config, context=context)
+    human = HumanMessage(message, id=f"human-{strategy}-{number}")
+    graph.invoke(strategy_turn_input(chosen, human, number), config, context=context)
     return graph.get_state(config).values
 
 
@@ -165,6 +171,49 @@ def test_an_empty_streamed_answer_is_asked_once_more_without_streaming(
     assert (values["status"], values["messages"][-1].content) == ("answered", "Here it is.")
     assert [r.stream for r in plain_server.completions] == [True, False]
     assert values["retry_count"] == 0
+
+
+# --- Waypoint's notices are not the model's words ---------------------------------------------------
+
+
+def test_a_failure_panel_is_stored_but_never_sent_as_the_assistants_words(
+    plain_server: OpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", plain_server.base_url)
+    monkeypatch.setenv("APP_MAX_RETRIES", "1")
+    plain_server.add(*[error(500, "The server had an error", type="server_error")] * 2)
+
+    failed = run_cli("chat", "-t", "t", "--model", "openai:m", "-m", "what is 17 * 23?")
+
+    assert failed.returncode == 1
+    assert "The model call kept failing after 2 attempts" in failed.stderr.decode()
+    plain_server.add(text("391."))
+    again = run_cli("chat", "-t", "t", "--model", "openai:m", "-m", "what is 17 * 23?")
+
+    assert (again.returncode, again.stdout.decode()) == (0, "391.\n")
+    sent = plain_server.completions[-1].messages
+    assert [m["role"] for m in sent] == ["system", "user", "user"]
+    assert "kept failing" not in json.dumps(sent) and "endpoint is up" not in json.dumps(sent)
+    transcript = run_cli("export", "-t", "t", "--format", "md").stdout.decode()
+    assert "The model call kept failing" in transcript  # the user and the history still see it
+
+
+def test_a_budget_notice_is_not_sent_as_the_assistants_words(
+    plain_server: OpenAIServer, saver: BaseCheckpointSaver, tmp_path: Path
+) -> None:
+    # One step allowed: after the tool runs, finalize asks for a last answer, which fails, so
+    # Waypoint writes "I stopped because of the step budget…" itself.
+    plain_server.add(CALCULATION, error(400, "no more", type="invalid_request_error"))
+    first = turn(plain_server, saver, tmp_path, "what is 2+3*4?", max_iterations=1)
+    assert first["status"] == "max_iterations"
+    assert first["messages"][-1].content.startswith("I stopped because of the step budget")
+    plain_server.add(text("Hello again."))
+
+    turn(plain_server, saver, tmp_path, "hello", number=2, max_iterations=1)
+
+    sent = plain_server.completions[-1].messages
+    assert "I stopped because" not in json.dumps(sent)
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool", "user"]
 
 
 # --- the repetition detector ---------------------------------------------------------------------
