@@ -41,6 +41,12 @@ def model_deadline(seconds: float | None, *, replace: bool = False) -> Iterator[
         _DEADLINE.reset(token)
 
 
+def start_deadline(seconds: float | None) -> None:
+    """`model_deadline` for the rest of the calling thread: for a thread that runs one graph run."""
+    if seconds is not None:
+        _DEADLINE.set(time.monotonic() + seconds)
+
+
 def seconds_left() -> float | None:
     """Seconds until the current deadline (negative once it passed), or None without one."""
     deadline = _DEADLINE.get()

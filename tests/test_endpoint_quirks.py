@@ -5,6 +5,7 @@ QUIRKS), Waypoint's notices kept out of the model's context, budgets that hold, 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from tests.openai_server import (
     LLAMA_CPP_PYTHON,
     OpenAIServer,
     error,
+    hang,
     text,
     tool_call,
     tool_calls,
@@ -214,6 +216,50 @@ def test_a_budget_notice_is_not_sent_as_the_assistants_words(
     sent = plain_server.completions[-1].messages
     assert "I stopped because" not in json.dumps(sent)
     assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool", "user"]
+
+
+# --- budgets that hold while the endpoint stalls ---------------------------------------------------
+
+HANG_SECONDS = 60.0
+
+
+def test_max_seconds_holds_while_the_endpoint_hangs(
+    plain_server: OpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", plain_server.base_url)
+    plain_server.add(hang(HANG_SECONDS))
+    started = time.monotonic()
+
+    result = run_cli(
+        "chat", "-t", "t", "--model", "openai:m", "--max-seconds", "2", "--jsonl", "-m", "hello"
+    )
+
+    elapsed = time.monotonic() - started
+    assert elapsed < HANG_SECONDS / 4  # the default model timeout (60 s) never ran its course
+    assert result.returncode == 0, result.stderr.decode()
+    final = json.loads(result.stdout.decode().splitlines()[-1])
+    assert final["status"] == "budget_exhausted"
+    assert final["answer"].startswith("I stopped because of the time budget (2 s per turn)")
+    assert len(plain_server.completions) == 1  # no last answer asked of an endpoint that hangs
+
+
+def test_a_retry_wait_never_outlasts_the_time_budget(
+    plain_server: OpenAIServer, saver: BaseCheckpointSaver, tmp_path: Path
+) -> None:
+    plain_server.add(error(429, "slow down", type="requests", headers={"Retry-After": "30"}))
+    waits: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        time.sleep(seconds)
+
+    started = time.monotonic()
+    values = turn(plain_server, saver, tmp_path, "hello", max_seconds=1.5, sleep=sleep)
+
+    assert time.monotonic() - started < 15  # not the 30 s the endpoint asked for
+    assert values["status"] == "budget_exhausted" and values["budget_exhausted"] == "time"
+    assert len(waits) == 1 and waits[0] <= 1.5
+    assert len(plain_server.completions) == 1  # the attempt after the wait had no time left
 
 
 # --- the repetition detector ---------------------------------------------------------------------
