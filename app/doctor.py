@@ -43,6 +43,7 @@ def configuration(settings: Settings) -> list[tuple[str, str]]:
             f"time {settings.max_seconds or 'off'}, tokens {settings.max_tokens_per_turn or 'off'}",
         ),
         ("model timeout", f"{settings.model_timeout:g} s"),
+        ("max output tokens per reply", str(settings.max_output_tokens)),
     ]
 
 

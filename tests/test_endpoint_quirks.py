@@ -175,6 +175,38 @@ def test_an_empty_streamed_answer_is_asked_once_more_without_streaming(
     assert values["retry_count"] == 0
 
 
+@pytest.mark.parametrize(
+    ("status", "message"),
+    [
+        (
+            400,
+            '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set',
+        ),
+        (500, "tools param requires --jinja flag"),
+        (400, "registry.ollama.ai/library/gemma:2b does not support tools"),
+    ],
+    ids=["vllm", "llama-server", "ollama"],
+)
+def test_a_server_that_refuses_tools_is_not_retried_and_react_is_suggested(
+    status: int,
+    message: str,
+    plain_server: OpenAIServer,
+    saver: BaseCheckpointSaver,
+    tmp_path: Path,
+) -> None:
+    plain_server.add(error(status, message, type="BadRequestError"))
+
+    values = turn(plain_server, saver, tmp_path, "what is 2+3*4?")
+
+    assert values["status"] == "failed"
+    assert len(plain_server.completions) == 1
+    answer = values["messages"][-1].content
+    assert answer.startswith(
+        f"The model call failed on the first attempt (retry budget 2): HTTP {status}"
+    )
+    assert "use --tool-protocol react" in answer and message in answer
+
+
 # --- Waypoint's notices are not the model's words ---------------------------------------------------
 
 
@@ -260,6 +292,43 @@ def test_a_retry_wait_never_outlasts_the_time_budget(
     assert values["status"] == "budget_exhausted" and values["budget_exhausted"] == "time"
     assert len(waits) == 1 and waits[0] <= 1.5
     assert len(plain_server.completions) == 1  # the attempt after the wait had no time left
+
+
+# --- an output limit ---------------------------------------------------------------------------------
+
+
+def test_each_reply_is_capped_by_max_tokens(
+    plain_server: OpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", plain_server.base_url)
+    plain_server.add(text("Hello."), text("Hello again."))
+
+    run_cli("chat", "-t", "t", "--model", "openai:m", "-m", "hello")
+    monkeypatch.setenv("APP_MAX_OUTPUT_TOKENS", "256")
+    run_cli("chat", "-t", "t", "--model", "openai:m", "-m", "hello")
+
+    default, configured = plain_server.completions
+    # Compatible servers read max_tokens (llama-cpp-python ignores max_completion_tokens).
+    assert (default.body["max_tokens"], configured.body["max_tokens"]) == (4096, 256)
+    assert "max_completion_tokens" not in default.body
+
+
+def test_a_reply_that_repeats_itself_is_stopped(
+    plain_server: OpenAIServer, saver: BaseCheckpointSaver, tmp_path: Path
+) -> None:
+    looping = "The weather is nice today. " * 2000
+    plain_server.add(text(looping, chunks=2000))
+
+    values = turn(plain_server, saver, tmp_path, "tell me about the weather")
+
+    assert values["status"] == "failed"
+    answer = values["messages"][-1].content
+    assert "the model's reply kept repeating itself (" in answer
+    unit = answer.split("itself (")[1].split(" over and over")[0].strip("'")
+    assert unit in looping[: 2 * len(unit)] and len(unit) % len("The weather is nice today. ") == 0
+    stopped_after = int(answer.split("stopped after ")[1].split(" characters")[0].replace(",", ""))
+    assert stopped_after < len(looping) // 20
+    assert len(plain_server.completions) == 1  # not retried: it would loop again
 
 
 # --- the repetition detector ---------------------------------------------------------------------

@@ -26,7 +26,10 @@ PROBE = 32  # characters at the end of the text looked for earlier on
 
 
 class RepeatedOutputError(ValueError):
-    """A streamed reply that kept repeating the same text was stopped (a small model in a loop)."""
+    """A streamed reply that kept repeating the same text was stopped (a small model in a loop).
+    Not retried: the same request tends to loop the same way."""
+
+    error_kind = "model_fatal"
 
 
 class CompatibleChatOpenAI(ChatOpenAI):
