@@ -270,9 +270,9 @@ def on_node_error(
 
 
 def model_input(messages: list[AnyMessage], context: AgentContext) -> list[AnyMessage]:
-    """What the model reads: the system prompt, then the conversation without Waypoint's notices."""
+    """What the model reads: the fixed system prompt, then the conversation (`for_model`)."""
     prompt = [SystemMessage(context.system_prompt)] if context.system_prompt else []
-    return [*prompt, *for_model(messages)]
+    return [*prompt, *for_model(messages, context.turn_notes)]
 
 
 def _with_id(reply: AIMessage) -> AIMessage:

@@ -92,7 +92,7 @@ def planner(state: PlanState, runtime: Runtime[AgentContext]) -> dict:
 def planner_input(state: PlanState, context: AgentContext, replanning: bool) -> list:
     prompt = planner_prompt(context.tools, _limit(context))
     system = f"{context.system_prompt}\n\n{prompt}" if context.system_prompt else prompt
-    messages = [SystemMessage(system), *for_model(state["messages"])]
+    messages = [SystemMessage(system), *for_model(state["messages"], context.turn_notes)]
     if replanning:
         results = state["step_results"]
         failed = results[-1]

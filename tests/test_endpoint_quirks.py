@@ -15,6 +15,7 @@ from langchain_core.messages import HumanMessage, ToolMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from app.context import SYSTEM_PROMPT
+from app.memory import EXPERIENCE_HEADER, honest_status
 from app.models import make_chat_model
 from app.models.openai_compat import RepetitionDetector, repeated_unit
 from app.store import open_checkpointer
@@ -329,6 +330,70 @@ def test_a_reply_that_repeats_itself_is_stopped(
     stopped_after = int(answer.split("stopped after ")[1].split(" characters")[0].replace(",", ""))
     assert stopped_after < len(looping) // 20
     assert len(plain_server.completions) == 1  # not retried: it would loop again
+
+
+# --- experience memory: honest outcomes, per-turn material last ---------------------------------------
+
+
+def chat(thread: str, message: str, *flags: str) -> str:
+    result = run_cli("chat", "-t", thread, "--model", "openai:m", *flags, "-m", message)
+    assert result.returncode == 0, result.stderr.decode()
+    return result.stdout.decode()
+
+
+def test_an_answer_without_a_tool_result_is_not_remembered_as_a_success(
+    plain_server: OpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", plain_server.base_url)
+    plain_server.add(text("17 * 23 = 340."), text("391."))
+
+    chat("first", "what is 17 * 23?")
+    chat("second", "what is 17 * 23 really?")
+
+    sent = plain_server.completions[-1].messages
+    assert sent[0] == {"role": "system", "content": SYSTEM_PROMPT}  # the prefix never changes
+    notes = sent[-1]["content"]
+    assert notes.startswith(EXPERIENCE_HEADER) and notes.endswith("\n\nwhat is 17 * 23 really?")
+    assert "outcome: answered without a tool result to back it (unverified)" in notes
+    assert "340" not in notes  # the wrong answer is not passed on
+
+
+def test_past_experience_goes_after_the_fixed_prefix_of_the_prompt(
+    plain_server: OpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", plain_server.base_url)
+    plain_server.add(
+        text('Thought: look it up\nAction: get_weather\nAction Input: {"city": "Paris"}'),
+        text("Thought: done\nFinal Answer: Paris is mild today."),
+        text("Thought: no tool needed\nFinal Answer: Still mild."),
+    )
+
+    chat("first", "what is the weather in Paris?", "--tool-protocol", "react")
+    chat("second", "and the weather in Paris now?", "--tool-protocol", "react")
+
+    first, _, later = plain_server.completions
+    # The system prompt with the tool schemas is byte for byte the same, so a server's prompt
+    # cache can reuse it; the experience block comes with the user's message, last.
+    assert later.messages[0] == first.messages[0]
+    assert EXPERIENCE_HEADER not in later.messages[0]["content"]
+    assert "get_weather" in later.messages[0]["content"]
+    notes = later.messages[-1]["content"]
+    assert notes.startswith(EXPERIENCE_HEADER)
+    assert "tools: get_weather | outcome: answered — Paris is mild today." in notes
+    assert notes.endswith("\n\nand the weather in Paris now?")
+
+
+@pytest.mark.parametrize(
+    ("status", "tools", "judged_wrong", "honest"),
+    [
+        ("answered", ["calculator"], False, "answered"),
+        ("answered", [], False, "unverified"),
+        ("answered", ["calculator"], True, "judged_wrong"),
+        ("max_iterations", [], False, "max_iterations"),
+    ],
+)
+def test_honest_status(status: str, tools: list[str], judged_wrong: bool, honest: str) -> None:
+    assert honest_status(status, tools, judged_wrong) == honest
 
 
 # --- the repetition detector ---------------------------------------------------------------------
