@@ -396,6 +396,79 @@ def test_honest_status(status: str, tools: list[str], judged_wrong: bool, honest
     assert honest_status(status, tools, judged_wrong) == honest
 
 
+# --- doctor --ping: a tool-call round trip with the model in use -------------------------------------
+
+
+def doctor(server: OpenAIServer, monkeypatch: pytest.MonkeyPatch, *flags: str) -> tuple[int, str]:
+    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+    monkeypatch.delenv("OPENAI_API_KEY")  # a local server: only the base URL is set
+    result = run_cli("doctor", "--ping", *flags)
+    return result.returncode, result.stdout.decode()
+
+
+def test_doctor_checks_the_tool_round_trip_of_the_model_named(
+    llama_cpp_python: OpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    llama_cpp_python.add(
+        text("pong"), tool_calls(tool_call("calculator", {"expression": "6*7"})), text("42.")
+    )
+
+    code, out = doctor(llama_cpp_python, monkeypatch, "--model", "openai:smollm2")
+
+    assert code == 0, out
+    assert "ok  ping: answered in" in out
+    assert (
+        "ok  tools: native tool calls work: calculator({'expression': '6*7'}) → '42', then '42.'"
+        in out
+    )
+    assert {r.body["model"] for r in llama_cpp_python.completions} == {"smollm2"}
+    llama_cpp_python.assert_done()
+
+
+def test_doctor_says_plainly_when_the_endpoint_ignores_tools(
+    plain_server: OpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plain_server.add(text("pong"), text("6 times 7 is 42."))
+
+    code, out = doctor(plain_server, monkeypatch, "--model", "openai:m")
+
+    assert code == 1
+    assert "FAIL  tools: the endpoint answered in text instead of calling the offered tool" in out
+    assert "Use --tool-protocol react" in out
+    probe = plain_server.completions[1]
+    assert [t["function"]["name"] for t in probe.body["tools"]] == ["calculator"]
+
+
+def test_doctor_reports_a_server_that_refuses_tools(
+    plain_server: OpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    refusal = (
+        '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
+    )
+    plain_server.add(text("pong"), error(400, refusal, type="BadRequestError"))
+
+    code, out = doctor(plain_server, monkeypatch, "--model", "openai:m")
+
+    assert code == 1
+    assert "FAIL  tools: model_fatal: HTTP 400: the endpoint does not accept tool calls; use" in out
+
+
+def test_doctor_checks_the_react_protocol_when_asked(
+    plain_server: OpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plain_server.add(
+        text("pong"),
+        text('Thought: use it\nAction: calculator\nAction Input: {"expression": "6*7"}'),
+        text("Thought: done\nFinal Answer: 42"),
+    )
+
+    code, out = doctor(plain_server, monkeypatch, "--model", "openai:m", "--tool-protocol", "react")
+
+    assert code == 0, out
+    assert "ok  tools: react tool calls work: calculator({'expression': '6*7'}) → '42'" in out
+    assert all("tools" not in r.body for r in plain_server.completions)
+
+
 # --- the repetition detector ---------------------------------------------------------------------
 
 
