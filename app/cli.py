@@ -89,7 +89,10 @@ def chat(
     max_seconds: Annotated[
         float | None,
         typer.Option(
-            "--max-seconds", min=0.1, help="Wall-time budget per turn (env APP_MAX_SECONDS)."
+            "--max-seconds",
+            min=0.1,
+            help="Wall-time budget per turn, model requests and retry waits included "
+            "(env APP_MAX_SECONDS).",
         ),
     ] = None,
     max_tokens_per_turn: Annotated[
