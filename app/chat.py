@@ -158,7 +158,8 @@ class ChatSession:
             return result
 
     def _with_experience(self, request: str) -> AgentContext:
-        """The run context for this turn: the few most relevant past experiences join the prompt."""
+        """The run context for this turn: the few most relevant past experiences go with the
+        user's message (turn notes), so the system prompt stays the same for every turn."""
         if self.memory is None:
             return self.base_context
         block = experience_prompt(
@@ -166,8 +167,7 @@ class ChatSession:
         )
         if not block:
             return self.base_context
-        prompt = f"{self.base_context.system_prompt}\n\n{block}"
-        return dataclasses.replace(self.base_context, system_prompt=prompt)
+        return dataclasses.replace(self.base_context, turn_notes=block)
 
     def _record_experience(
         self, turn: int, request: str, result: TurnResult, end: StateSnapshot
@@ -187,6 +187,7 @@ class ChatSession:
             tools_used_in_turn(messages),
             result.status,
             result.answer,
+            judged_wrong=(end.values.get("verdict") or {}).get("success") is False,
         )
 
     def pending_approval(self, state: StateSnapshot | None = None) -> list[dict]:

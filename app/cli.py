@@ -89,7 +89,10 @@ def chat(
     max_seconds: Annotated[
         float | None,
         typer.Option(
-            "--max-seconds", min=0.1, help="Wall-time budget per turn (env APP_MAX_SECONDS)."
+            "--max-seconds",
+            min=0.1,
+            help="Wall-time budget per turn, model requests and retry waits included "
+            "(env APP_MAX_SECONDS).",
         ),
     ] = None,
     max_tokens_per_turn: Annotated[
@@ -170,7 +173,8 @@ def chat(
     )
     thread_id = new_thread_id() if thread is None else thread
     if message is None and not sys.stdin.isatty():
-        message = sys.stdin.buffer.read().decode("utf-8", "replace")
+        # The newline that ends piped text is not part of the message (nor of the thread title).
+        message = sys.stdin.buffer.read().decode("utf-8", "replace").rstrip()
     from app.cli_mcp import open_mcp_tools
     from tools import default_tools
 
@@ -326,22 +330,35 @@ def human_bytes(size: int) -> str:
 @app.command()
 def doctor(
     ping: Annotated[
-        bool, typer.Option("--ping", help="Send one tiny request to the model.")
+        bool,
+        typer.Option(
+            "--ping", help="Send a tiny request to the model, and a tool-call round trip."
+        ),
     ] = False,
+    model: Annotated[
+        str | None, typer.Option("--model", help="offline | openai:<name> (env APP_MODEL).")
+    ] = None,
+    tool_protocol: Annotated[
+        str | None,
+        typer.Option("--tool-protocol", help="native | react (env APP_TOOL_PROTOCOL)."),
+    ] = None,
     db: DbOption = None,
 ) -> None:
     """Print the resolved configuration (secrets masked) and check the database and workspace."""
     from app import doctor as checks
 
-    settings = load_settings(db=db)
+    settings = load_settings(db=db, model=model, tool_protocol=tool_protocol)
     table = Table("setting", "value", title="Waypoint configuration")
     for name, value in checks.configuration(settings):
         table.add_row(name, value)
     out.print(table)
     results = [checks.check_database(settings), checks.check_workspace(settings)]
     if ping:
-        results.append(checks.ping(settings))
-        results.append(checks.check_window(settings))
+        results += [
+            checks.ping(settings),
+            checks.probe_tools(settings),
+            checks.check_window(settings),
+        ]
     for check in results:
         mark = "[green]ok[/green]" if check.ok else "[red]FAIL[/red]"
         out.print(f"{mark}  {check.name}: {escape(check.detail)}")

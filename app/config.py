@@ -37,6 +37,7 @@ class Settings(BaseSettings):
     max_tool_result_chars: int = Field(4000, ge=200)
     max_input_chars: int = Field(100_000, ge=100)
     model_timeout: float = Field(60.0, gt=0)
+    max_output_tokens: int = Field(4096, ge=16, description="cap on each model reply")
     max_retry_after: float = Field(60.0, ge=0)
     context_tokens: int | None = Field(32_000, ge=500)
     max_seconds: float | None = Field(None, gt=0)

@@ -32,7 +32,10 @@ def make_context(
     extra_tools: Sequence[BaseTool] = (),
 ) -> AgentContext:
     model = model or make_chat_model(
-        settings.model_spec, timeout=settings.model_timeout, protocol=settings.tool_protocol
+        settings.model_spec,
+        timeout=settings.model_timeout,
+        protocol=settings.tool_protocol,
+        max_output_tokens=settings.max_output_tokens,
     )
     return AgentContext(
         model=model,

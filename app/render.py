@@ -59,6 +59,8 @@ def update_dict(update: Any) -> Any:
 
 def _plan_lines(event: dict) -> str:
     title = "re-plan of the remaining steps:" if event["replan"] else "plan:"
+    if not event["steps"]:
+        return f"{title} no steps (answering without tools)"
     return "\n".join([title, *(f"  {line}" for line in event["steps"])])
 
 

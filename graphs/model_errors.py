@@ -56,6 +56,8 @@ def classify_model_error(exc: BaseException) -> LastError:
     """One place that decides whether a failed model call is worth retrying."""
     status = _status_code(exc)
     detail = _short(exc)
+    if (known := self_classified(exc)) is not None:
+        return known
     if _is_context_overflow(exc):
         window = window_from_error(exc)
         stated = (
@@ -186,3 +188,39 @@ def _is_network_error(exc: BaseException) -> bool:
     return bool(
         names & {"APIConnectionError", "APITimeoutError", "TimeoutException", "TransportError"}
     )
+
+
+# What servers answer when they cannot take tools at all (vLLM started without
+# --enable-auto-tool-choice, llama-server without --jinja, models without tool support in Ollama).
+TOOLS_REFUSED_MARKERS = (
+    "tool choice requires --enable-auto-tool-choice",
+    "--tool-call-parser",
+    "tools param requires --jinja",
+    "does not support tools",
+    "tool calling is not supported",
+    "tools are not supported",
+)
+TOOLS_REFUSED_ADVICE = (
+    "the endpoint does not accept tool calls; use --tool-protocol react (or enable tool calling on "
+    "the server)"
+)
+
+
+def refuses_tools(exc: BaseException) -> bool:
+    """The endpoint rejected the request because it carried tools."""
+    text = str(exc).lower()
+    return any(marker.lower() in text for marker in TOOLS_REFUSED_MARKERS)
+
+
+def self_classified(exc: BaseException) -> LastError | None:
+    """Errors whose kind is known whatever the status code: one that says which kind it is
+    (`error_kind`, e.g. a reply stopped for repeating itself), and a refusal of tools, which
+    llama-server sends as a 500 but which no retry can cure."""
+    kind = getattr(exc, "error_kind", None)
+    if kind in {"model_transient", "model_fatal"}:
+        return _error(kind, _short(exc))
+    if refuses_tools(exc):
+        status = _status_code(exc)
+        prefix = f"HTTP {status}: " if status is not None else ""
+        return _error("model_fatal", f"{prefix}{TOOLS_REFUSED_ADVICE} ({_short(exc)})")
+    return None

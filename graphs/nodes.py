@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 import traceback
+from contextlib import AbstractContextManager
 from typing import Literal
 
 from langchain_core.messages import AIMessage, AnyMessage, SystemMessage
@@ -13,12 +14,15 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from graphs.approvals import review_calls
+from graphs.deadline import model_deadline, turn_seconds_left
 from graphs.messages import (
     call_signature,
     cancelled_results,
     current_turn,
     dangling_tool_calls,
+    for_model,
     new_message_id,
+    notice_message,
 )
 from graphs.model_errors import classify_call_error
 from graphs.routing import is_looping
@@ -27,6 +31,7 @@ from graphs.tool_calls import run_tool_calls
 from graphs.window import prompt_tokens
 
 MODEL_ERROR_KINDS = {"model_transient", "model_fatal", "context_overflow"}
+FINAL_ANSWER_GRACE_SECONDS = 10.0  # at most, for the last answer after the time budget ran out
 FINAL_ANSWER_INSTRUCTION = (
     "You cannot call tools any more in this turn. Answer the user now from the results above, "
     "and say plainly what is still missing."
@@ -39,9 +44,12 @@ def agent(state: AgentState, runtime: Runtime[AgentContext]) -> dict:
     model = context.model.bind_tools(context.tools) if context.tools else context.model
     update: dict = {"iteration": state.get("iteration", 0) + 1}
     try:
-        reply = model.invoke(model_input(state["messages"], context))
+        with model_deadline(turn_seconds_left(state, context)):
+            reply = model.invoke(model_input(state["messages"], context))
     except Exception as exc:  # the model boundary: every failure is classified and routed
-        return update | {"last_error": classify_failed_call(exc, state, context)}
+        spent = exhausted_budget(state, context, state.get("tokens_used", 0))
+        error = classify_failed_call(exc, state, context)
+        return update | {"last_error": error, "budget_exhausted": spent}
     reply = _with_id(reply)
     if is_empty(reply):
         problem = "invalid response from endpoint: an empty reply (no text, no tool calls)"
@@ -141,6 +149,9 @@ def retry(state: AgentState, runtime: Runtime[AgentContext]) -> dict:
     error = state["last_error"]
     attempt = state.get("retry_count", 0) + 1
     wait = 0.0 if error["kind"] == "tool" else backoff_delay(attempt, error, context)
+    left = turn_seconds_left(state, context)
+    if left is not None:  # never wait past the turn's time budget
+        wait = max(0.0, min(wait, left))
     runtime.stream_writer(
         {
             "type": "retry",
@@ -179,8 +190,7 @@ def failure_handler(state: AgentState, runtime: Runtime[AgentContext]) -> dict:
         text = overflow_text(error, context)
     elif error["kind"] == "tool" and replies_unparsed(state["messages"]):
         text = unparsed_text(error, state.get("retry_count", 0), context.max_retries)
-    reply = AIMessage(content=text, id=new_message_id("ai"))
-    return {"messages": [*closing, reply], "status": "failed"}
+    return {"messages": [*closing, notice_message(text, "failure")], "status": "failed"}
 
 
 def failure_text(
@@ -242,19 +252,32 @@ def unparsed_text(error: LastError, attempts: int, max_retries: int) -> str:
 
 def finalize(state: AgentState, runtime: Runtime[AgentContext]) -> dict:
     """Budget spent or a loop detected: close open calls, then one last answer without tools."""
-    status, reason = stop_reason(state, runtime.context)
+    context = runtime.context
+    status, reason = stop_reason(state, context)
     closing = cancelled_results(dangling_tool_calls(state["messages"]), f"stopped by {reason}")
     messages = [*state["messages"], *closing]
     try:
-        reply = runtime.context.model.invoke(
-            [*model_input(messages, runtime.context), SystemMessage(FINAL_ANSWER_INSTRUCTION)]
-        )
+        if (state.get("last_error") or {}).get("kind") in MODEL_ERROR_KINDS:
+            raise RuntimeError("the endpoint just failed; no last answer is asked for")
+        with last_answer_deadline(state, context):
+            reply = context.model.invoke(
+                [*model_input(messages, context), SystemMessage(FINAL_ANSWER_INSTRUCTION)]
+            )
         answer = AIMessage(content=reply.content, id=new_message_id("ai"))
     except Exception:  # a last answer is best effort; the fallback below always works
-        answer = AIMessage(content=budget_text(messages, reason), id=new_message_id("ai"))
+        answer = notice_message(budget_text(messages, reason), "budget")
     if not str(answer.content).strip():
-        answer = AIMessage(content=budget_text(messages, reason), id=new_message_id("ai"))
+        answer = notice_message(budget_text(messages, reason), "budget")
     return {"messages": [*closing, answer], "status": status}
+
+
+def last_answer_deadline(state: AgentState, context: AgentContext) -> AbstractContextManager:
+    """The time the last answer may take: a short grace once the time budget is spent (the budget
+    already ran out, so the turn's own deadline would not let it start), else what is left."""
+    if state.get("budget_exhausted") == "time" and context.max_seconds is not None:
+        grace = min(FINAL_ANSWER_GRACE_SECONDS, context.max_seconds)
+        return model_deadline(grace, replace=True)
+    return model_deadline(turn_seconds_left(state, context))
 
 
 def stop_reason(state: AgentState, context: AgentContext) -> tuple[str, str]:
@@ -290,8 +313,9 @@ def on_node_error(
 
 
 def model_input(messages: list[AnyMessage], context: AgentContext) -> list[AnyMessage]:
+    """What the model reads: the fixed system prompt, then the conversation (`for_model`)."""
     prompt = [SystemMessage(context.system_prompt)] if context.system_prompt else []
-    return [*prompt, *messages]
+    return [*prompt, *for_model(messages, context.turn_notes)]
 
 
 def _with_id(reply: AIMessage) -> AIMessage:

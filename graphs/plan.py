@@ -20,7 +20,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
 from graphs.approvals import review_calls
-from graphs.messages import new_message_id
+from graphs.messages import for_model, new_message_id
 from graphs.model_errors import classify_model_error
 from graphs.nodes import exhausted_budget, failure_handler, finalize, model_input, on_node_error
 from graphs.nodes import retry as retry_node
@@ -41,6 +41,10 @@ from graphs.tool_calls import run_tool_calls
 
 MAX_REPLANS = 1
 INVALID_PLAN = "invalid plan: "
+EMPTY_PLAN = (
+    "the plan has no steps; if the request needs no tool at all, send the empty plan again, "
+    "otherwise send the steps that answer it"
+)
 SYNTHESIZE_INSTRUCTION = (
     "The plan's steps have run; their calls and results are above. Write the answer to the user's "
     "last message from those results only. Say plainly which steps failed and what is missing."
@@ -74,6 +78,8 @@ def planner(state: PlanState, runtime: Runtime[AgentContext]) -> dict:
         problems = plan_problems(
             reply.parsed, context.tools_by_name, len(kept) + 1, _limit(context)
         )
+        if not reply.parsed.steps and not replanning and _question_empty_plan(state, context):
+            problems = [EMPTY_PLAN]
     if problems:
         message = INVALID_PLAN + "; ".join(problems)
         return update | {"last_error": LastError(kind="tool", message=message, retry_after=None)}
@@ -92,7 +98,7 @@ def planner(state: PlanState, runtime: Runtime[AgentContext]) -> dict:
 def planner_input(state: PlanState, context: AgentContext, replanning: bool) -> list:
     prompt = planner_prompt(context.tools, _limit(context))
     system = f"{context.system_prompt}\n\n{prompt}" if context.system_prompt else prompt
-    messages = [SystemMessage(system), *state["messages"]]
+    messages = [SystemMessage(system), *for_model(state["messages"], context.turn_notes)]
     if replanning:
         results = state["step_results"]
         failed = results[-1]
@@ -112,6 +118,14 @@ def planner_input(state: PlanState, context: AgentContext, replanning: bool) -> 
         problem = error["message"].removeprefix(INVALID_PLAN)
         messages.append(SystemMessage(INVALID_PLAN_INSTRUCTION.format(error=problem)))
     return messages
+
+
+def _question_empty_plan(state: PlanState, context: AgentContext) -> bool:
+    """A first empty plan goes back to the model once (a weak model often sends one for a request
+    that needs tools); sent again, or with no retry left to ask, it is accepted."""
+    error = state.get("last_error") or {}
+    asked = error.get("message") == INVALID_PLAN + EMPTY_PLAN
+    return not asked and state.get("retry_count", 0) < context.max_retries
 
 
 def _limit(context: AgentContext) -> int:

@@ -34,6 +34,8 @@ def route_after_agent(
         if error["kind"] == "context_overflow":
             return _summarize_or_fail(state, runtime)
         retryable = error["kind"] in RETRYABLE_MODEL_ERRORS and not waits_too_long(error, runtime)
+        if retryable and state.get("budget_exhausted"):
+            return "finalize"  # e.g. a stalled endpoint cut off by the time budget
         return _retry_or_fail(state, runtime, retryable=retryable)
     reply = state["messages"][-1]
     if not isinstance(reply, AIMessage) or not (reply.tool_calls or reply.invalid_tool_calls):

@@ -78,6 +78,9 @@ class AgentContext:
     model: BaseChatModel
     tools: Sequence[BaseTool] = ()
     system_prompt: str = ""
+    # Per-turn material for the model (relevant past experience): it joins the user's current
+    # message, after the fixed prefix, never the system prompt (graphs/messages.for_model).
+    turn_notes: str = ""
     max_iterations: int = 8
     max_retries: int = 3
     backoff_base: float = 0.5

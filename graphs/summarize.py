@@ -21,7 +21,7 @@ from langchain_core.messages.utils import count_tokens_approximately
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.runtime import Runtime
 
-from graphs.messages import new_message_id
+from graphs.messages import for_model, new_message_id
 from graphs.model_errors import classify_call_error, window_from_error, window_from_text
 from graphs.state import AgentContext, AgentState
 from graphs.window import SAFETY_MARGIN, ContextWindow, context_budget, prompt_tokens
@@ -94,7 +94,7 @@ def transcript_lines(messages: Sequence[AnyMessage]) -> list[str]:
     """Older messages as plain text lines: the summariser needs no tool roles, and any endpoint
     accepts them."""
     lines = []
-    for message in messages:
+    for message in for_model(messages):
         if is_summary(message):
             lines.append(f"earlier summary: {message.content}")
         elif message.type == "human":

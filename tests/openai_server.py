@@ -133,8 +133,13 @@ class Recorded:
 class OpenAIServer:
     """Serves `POST /v1/chat/completions` from `script` (a queue) and records every request."""
 
-    def __init__(self, script: list[Reply] | None = None) -> None:
+    def __init__(
+        self, script: list[Reply] | None = None, quirks: frozenset[str] = frozenset()
+    ) -> None:
+        """`quirks`: real servers' behaviours to reproduce (QUIRKS, e.g. LLAMA_CPP_PYTHON)."""
         self.script: list[Reply] = list(script or [])
+        self.quirks = frozenset(quirks)
+        assert self.quirks <= QUIRKS, f"unknown quirks {self.quirks - QUIRKS}"
         self.requests: list[Recorded] = []
         # Other routes (GET /v1/models, /props, POST /api/show, ...): (method, path) -> (status, JSON)
         self.routes: dict[tuple[str, str], tuple[int, Any]] = {}
@@ -268,7 +273,11 @@ class _Handler(BaseHTTPRequestHandler):
             "headers": {k.lower(): v for k, v in self.headers.items()},
             "body": body,
         }
+        if self.owner.quirks and _play_quirk(self, body, recorded):
+            return
         reply = self.owner._next(recorded)
+        if reply is not None and _drops_tools(self.owner.quirks, body):
+            reply = _without_tools(reply)
         if reply is None:
             message = f"{EXHAUSTED}: request {len(self.owner.requests)} had no scripted reply"
             self._send(500, _error_body(message, "server_error", EXHAUSTED))
@@ -306,7 +315,8 @@ class _Handler(BaseHTTPRequestHandler):
         if reply.kind in {"error", "raw", "sse"}:
             self._send(reply.status, reply.body, reply.content_type, reply.headers)
         elif stream:
-            events = _chunks(reply, completion_id, model, include_usage)
+            chunks = _repeating_name_chunks if "repeat_name" in self.owner.quirks else _chunks
+            events = chunks(reply, completion_id, model, include_usage)
             self._send_stream([*(json.dumps(e) for e in events), "[DONE]"])
         elif reply.kind == "empty_choices":
             self._send(200, json.dumps(_completion(completion_id, model, [], None)))
@@ -436,3 +446,87 @@ def openai_server() -> Iterator[OpenAIServer]:
             f"{len(server.exhausted)} request(s) arrived after the script ran dry: "
             + "; ".join(str(r.messages[-1:]) for r in server.exhausted)
         )
+
+
+# --- real servers' quirks -----------------------------------------------------------------------
+# Each is what a server does, from its source or its issue tracker (README, "Which servers"):
+# - null_content_rejected: an assistant message with `content: null` is refused (llama-server since
+#   b5331 answers 500 "Expected 'content' to be a string or an array"; llama-cpp-python's chat
+#   templates concatenate the content and fail; Ollama and LM Studio answer 400).
+# - tools_need_tool_choice: without `tool_choice` the tools are left out of the prompt
+#   (llama-cpp-python's function-calling handlers treat a missing tool_choice like "none"), so the
+#   model answers in text, whatever it makes up.
+# - auto_stream_empty: a streamed request with tools and tool_choice "auto" gets a 200 with an
+#   empty stream (llama-cpp-python: automatic tool choice is not supported when streaming).
+# - repeat_name: streamed tool calls repeat the call's id and name in every chunk, with a
+#   `function_call` copy (llama-cpp-python's streamed function-call chunks).
+QUIRKS = frozenset(
+    {"null_content_rejected", "tools_need_tool_choice", "auto_stream_empty", "repeat_name"}
+)
+LLAMA_CPP_PYTHON = QUIRKS
+NULL_CONTENT_ERROR = "Expected 'content' to be a string or an array"
+INVENTED_ANSWER = "The answer is probably 20."
+
+
+def _play_quirk(handler: _Handler, body: Any, recorded: dict) -> bool:
+    """Answer the request the way the quirky server would, before the script is consulted; True
+    when it was answered (the script is left as it was)."""
+    quirks = handler.owner.quirks
+    if not isinstance(body, dict):
+        return False
+    messages = body.get("messages") or []
+    if "null_content_rejected" in quirks and any(m.get("content", "") is None for m in messages):
+        _record(handler.owner, recorded, "null_content_rejected")
+        handler._send(
+            500,
+            json.dumps(
+                {"error": {"code": 500, "message": NULL_CONTENT_ERROR, "type": "server_error"}}
+            ),
+        )
+        return True
+    automatic = body.get("tools") and body.get("tool_choice") == "auto"
+    if "auto_stream_empty" in quirks and body.get("stream") and automatic:
+        _record(handler.owner, recorded, "empty_stream")
+        handler._send_stream(["[DONE]"])
+        return True
+    return False
+
+
+def _record(server: OpenAIServer, recorded: dict, outcome: str) -> None:
+    with server._lock:
+        server.requests.append(Recorded(**recorded, outcome=outcome))
+
+
+def _drops_tools(quirks: frozenset[str], body: Any) -> bool:
+    return (
+        "tools_need_tool_choice" in quirks
+        and isinstance(body, dict)
+        and bool(body.get("tools"))
+        and "tool_choice" not in body
+    )
+
+
+def _without_tools(reply: Reply) -> Reply:
+    """What a model that never saw the tools says instead of the scripted calls."""
+    if not reply.tool_calls:
+        return reply
+    return text(reply.content or INVENTED_ANSWER, usage=reply.usage, chunks=reply.chunks)
+
+
+def _repeating_name_chunks(
+    reply: Reply, completion_id: str, model: str, include_usage: bool
+) -> Iterator[dict]:
+    """`_chunks`, except that every tool-call delta repeats the call's id and name and carries a
+    `function_call` copy, as llama-cpp-python streams them."""
+    for event in _chunks(reply, completion_id, model, include_usage):
+        for choice in event.get("choices", []):
+            for delta_call in choice.get("delta", {}).get("tool_calls") or []:
+                call_id, name, _ = reply.tool_calls[delta_call["index"]]
+                function = delta_call.setdefault("function", {})
+                function["name"] = name
+                delta_call |= {"id": call_id, "type": "function"}
+                choice["delta"]["function_call"] = {
+                    "name": name,
+                    "arguments": function.get("arguments", ""),
+                }
+        yield event
