@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import random
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -61,7 +62,9 @@ def api_key(isolated: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 def words(count: int, seed: int) -> str:
-    return " ".join(WORDS[(i * seed) % len(WORDS)] for i in range(count))
+    """Filler that never repeats a stretch of itself (a looping reply would be stopped)."""
+    pick = random.Random(seed).choice
+    return " ".join(pick(WORDS) for _ in range(count))
 
 
 def note(turn: int) -> str:
@@ -115,20 +118,34 @@ def test_every_servers_overflow_is_a_context_overflow_never_transient(
     "reply",
     [
         pytest.param(servers.empty_stream(), id="empty-stream"),
-        pytest.param(servers.llama_cpp_stream_error_field(5274, 4096), id="llama.cpp-error-field"),
         pytest.param(servers.sse(""), id="no-body"),
     ],
 )
 def test_an_empty_stream_after_a_long_prompt_is_an_overflow(
     openai_server: OpenAIServer, reply: Reply
 ) -> None:
+    openai_server.add(reply)  # the client asks once more unstreamed, and fares no better
     exc = failure(openai_server, reply)
+    assert len(openai_server.completions) == 2
 
     assert classify_call_error(exc, 5000)["kind"] == "context_overflow"
     assert classify_call_error(exc, 3000, window_tokens=WINDOW)["kind"] == "context_overflow"
     # A short prompt that gets an empty stream is a flaky endpoint: retried, not summarised.
     assert classify_call_error(exc, 40)["kind"] == "model_transient"
     assert classify_call_error(exc, 1000, window_tokens=WINDOW)["kind"] == "model_transient"
+
+
+def test_a_stream_error_only_a_reader_of_error_lines_sees_is_named_by_the_unstreamed_retry(
+    openai_server: OpenAIServer,
+) -> None:
+    """Older llama.cpp builds put the overflow on an `error:` SSE line the client ignores, so the
+    stream looks empty; asked again unstreamed, the server says what it is."""
+    openai_server.add(servers.llama_cpp_stream_error_field(5274, 4096))
+    exc = failure(openai_server, servers.llama_cpp_400(5274, 4096))
+    assert len(openai_server.completions) == 2
+    for prompt_tokens in (40, 5000):
+        assert classify_call_error(exc, prompt_tokens)["kind"] == "context_overflow"
+    assert window_from_error(exc) == 4096
 
 
 # --- where each server reports its window ------------------------------------------------------

@@ -464,7 +464,8 @@ def test_invalid_response_is_retried(
     assert len(openai_server.completions) == requests_per_attempt + 1
     [retry] = session.retries()
     assert retry["kind"] == "model_transient"
-    assert retry["reason"].startswith(f"invalid response from endpoint: {detail}")
+    assert retry["reason"].startswith("invalid response from endpoint: ")
+    assert detail in retry["reason"]
     assert_next_turn_works(session, openai_server)
 
 

@@ -15,6 +15,7 @@ from langchain_core.outputs import ChatGenerationChunk
 from langchain_openai import ChatOpenAI
 
 from graphs.deadline import TurnTimeSpentError, seconds_left
+from graphs.model_errors import EMPTY_STREAM, classify_model_error
 
 # How much repetition ends a reply: the same text at least MIN_REPEATS times in a row, covering
 # at least MIN_SPAN characters, with a repeated unit of at most MAX_PERIOD characters.
@@ -30,6 +31,10 @@ class RepeatedOutputError(ValueError):
     Not retried: the same request tends to loop the same way."""
 
     error_kind = "model_fatal"
+
+
+class EmptyStreamError(ValueError):
+    """A streamed step brought nothing, and asking again unstreamed did not help."""
 
 
 class CompatibleChatOpenAI(ChatOpenAI):
@@ -110,7 +115,27 @@ class CompatibleChatOpenAI(ChatOpenAI):
         finally:
             stream.close()  # stops reading: the HTTP response is closed
         if not answered:
-            yield self._unstreamed(messages, stop, run_manager, **kwargs)
+            yield self._unstreamed_after_empty(messages, stop, run_manager, **kwargs)
+
+    def _unstreamed_after_empty(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None,
+        run_manager: CallbackManagerForLLMRun | None,
+        **kwargs: Any,
+    ) -> ChatGenerationChunk:
+        """The empty stream's step asked again unstreamed. If that fails too, the failure is still
+        an empty stream (unless the server now names an overflow), so the graph can judge it by the
+        prompt's size: after a long prompt it is how some servers say the context is full."""
+        try:
+            return self._unstreamed(messages, stop, run_manager, **kwargs)
+        except Exception as exc:
+            if classify_model_error(exc)["kind"] == "context_overflow":
+                raise
+            raise EmptyStreamError(
+                f"{EMPTY_STREAM}, and the same request unstreamed failed too "
+                f"({type(exc).__name__}: {str(exc)[:200]})"
+            ) from exc
 
     def _unstreamed(
         self,
