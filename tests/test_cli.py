@@ -136,6 +136,35 @@ def test_ctrl_c_in_one_shot_exits_130_and_the_thread_stays_usable(isolated: Path
     assert "interrupted" not in after.stderr.decode()  # the interrupted turn was already closed
 
 
+PAUSE_AT_IMPORT = "tests.scripts.pause_at_import"
+
+
+def test_ctrl_c_at_any_point_of_start_up_exits_130_with_one_line():
+    """Importing the CLI takes most of a second: a Ctrl-C while the entry point imports typer or the
+    CLI, or while a command imports what it needs, is the same clean exit as one during a turn."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1"}
+    for module in ("typer", "rich.console", "app.cli_time", "app.config", "app.threads"):
+        notify_read, notify_write = os.pipe()
+        process = subprocess.Popen(
+            [sys.executable, "-m", PAUSE_AT_IMPORT, module, str(notify_write), "threads", "list"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            pass_fds=[notify_write],
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
+        os.close(notify_write)
+        with os.fdopen(notify_read, "rb") as notified:
+            paused = notified.read()  # EOF once the child wrote and closed its end, or died
+        if paused == b"paused\n":
+            process.send_signal(signal.SIGINT)
+        process.wait(timeout=60)  # stdin stays open until then: the pause ends by the signal only
+        stdout, stderr = process.communicate()
+        assert paused == b"paused\n", (module, stderr.decode())
+        assert (process.returncode, stdout, stderr) == (130, b"", b"interrupted\n"), module
+
+
 def test_help_lists_every_command():
     result = run_cli("--help")
     assert result.returncode == 0
