@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.conftest import REPO, run_cli
+from tests.conftest import REPO, run_cli, run_cli_process
 from tests.fakes import TOOL_NAMES
 
 
@@ -165,6 +165,29 @@ def test_ctrl_c_at_any_point_of_start_up_exits_130_with_one_line():
         assert (process.returncode, stdout, stderr) == (130, b"", b"interrupted\n"), module
 
 
+def test_the_real_binary_exits_and_prints_as_the_in_process_runner_does(isolated: Path):
+    """Every other CLI test runs the entry point in the test process (`run_cli`); this runs it as
+    `python -m app` with stdin a pipe: the same exit statuses, and the same bytes out."""
+    (isolated / "a-directory").mkdir()
+    cases = [
+        (["chat", "-t", "p"], b"what is 2 plus 3\n", 0),  # piped stdin is the message
+        (["chat", "-t", "p"], b"", 2),  # ... and must not be empty
+        (["history", "-t", "missing"], None, 2),  # an AppError
+        (["chat", "-t", "p", "--model", "nonsense", "-m", "hi"], None, 3),
+        (["chat", "--bogus"], None, 2),  # click's usage error
+        (["doctor", "--db", str(isolated / "a-directory")], None, 1),  # typer.Exit(1)
+    ]
+    for args, stdin, code in cases:
+        real = run_cli_process(*args, input=stdin)
+        here = run_cli(*args, input=stdin)
+        assert real.returncode == here.returncode == code, (args, real.stderr.decode())
+        assert real.stdout == here.stdout, args
+        if code == 0:  # the answer's tool card on stderr shows how long the tool took
+            assert real.stdout == b"2 + 3 = 5\n", real.stderr.decode()
+        else:
+            assert real.stderr == here.stderr, args
+
+
 def test_help_lists_every_command():
     result = run_cli("--help")
     assert result.returncode == 0
@@ -189,11 +212,8 @@ def test_tools_lists_every_tool_with_its_schema():
 
 LOADED_AFTER = """
 import sys
-from app.cli import app
-try:
-    app(sys.argv[1:], prog_name="waypoint")
-except SystemExit:
-    pass
+from app.__main__ import run
+run(sys.argv[1:])
 print(",".join(m for m in ("langgraph.graph", "langchain_openai", "app.chat") if m in sys.modules))
 """
 
