@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.conftest import REPO, run_cli, run_cli_process
+from tests.conftest import CLI_ENV, REPO, run_cli, run_cli_process
 from tests.fakes import TOOL_NAMES
 
 
@@ -186,6 +186,16 @@ def test_the_real_binary_exits_and_prints_as_the_in_process_runner_does(isolated
             assert real.stdout == b"2 + 3 = 5\n", real.stderr.decode()
         else:
             assert real.stderr == here.stderr, args
+
+
+def test_each_run_renders_for_its_own_terminal(monkeypatch):
+    """rich reads COLUMNS (and NO_COLOR, and whether it writes to a terminal) when a Console is made:
+    the CLI's consoles belong to one run, not to the first run in the process."""
+    wide = run_cli("tools").stdout.decode().splitlines()
+    monkeypatch.setitem(CLI_ENV, "COLUMNS", "60")
+    narrow = run_cli("tools").stdout.decode().splitlines()
+    assert max(map(len, wide)) > 60
+    assert max(map(len, narrow)) <= 60 and len(narrow) > len(wide)
 
 
 def test_help_lists_every_command():
