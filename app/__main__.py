@@ -80,12 +80,13 @@ def leave(code: int) -> None:
     state on disk is already consistent), and under `python -m` CPython ends the process by SIGINT
     instead of 130 when the KeyboardInterrupt had ended a string exec()/eval() (the code dataclasses
     and namedtuples generate while modules import), even though it was handled."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # before anything else a Ctrl-C could land in
     import contextlib
     import os
-    import signal
     import threading
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
     running = any(t is not threading.main_thread() and t.is_alive() for t in threading.enumerate())
     if code == INTERRUPTED or running:
         for stream in (sys.stdout, sys.stderr):
