@@ -6,7 +6,7 @@ import json
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -27,9 +27,40 @@ app = typer.Typer(
 threads_app = typer.Typer(help="Inspect the threads stored in the database.", no_args_is_help=True)
 app.add_typer(threads_app, name="threads")
 
-out = Console(soft_wrap=True)
-err = Console(stderr=True, soft_wrap=True)
+
+class InvocationConsole:
+    """The rich Console of the running invocation, under a name that commands import once.
+
+    rich reads COLUMNS, NO_COLOR and whether its stream is a terminal when a Console is made, so every
+    run of the CLI gets a new one (`start_invocation`), made on first use like a module-level one."""
+
+    def __init__(self, *, stderr: bool) -> None:
+        self._stderr = stderr
+        self._console: Console | None = None
+
+    @property
+    def console(self) -> Console:
+        if self._console is None:
+            self._console = Console(stderr=self._stderr, soft_wrap=True)
+        return self._console
+
+    def renew(self) -> None:
+        self._console = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.console, name)
+
+
+out: Console = InvocationConsole(stderr=False)  # type: ignore[assignment]
+err: Console = InvocationConsole(stderr=True)  # type: ignore[assignment]
 state = {"debug": False}
+
+
+def start_invocation() -> None:
+    """Forget what an earlier invocation in this process set: its consoles and --debug."""
+    out.renew()  # type: ignore[attr-defined]
+    err.renew()  # type: ignore[attr-defined]
+    state["debug"] = False
 
 
 def load_settings(**overrides: object) -> Settings:

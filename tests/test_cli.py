@@ -15,7 +15,7 @@ import pytest
 from rich.console import Console
 
 from tests.cli_boundary import invoke
-from tests.conftest import REPO, run_cli
+from tests.conftest import CLI_ENV, REPO, run_cli, run_cli_process
 from tests.fakes import TOOL_NAMES
 
 
@@ -177,6 +177,68 @@ def test_ctrl_c_in_one_shot_exits_130_and_the_thread_stays_usable(isolated: Path
     assert "interrupted" not in after.stderr.decode()  # the interrupted turn was already closed
 
 
+PAUSE_AT_IMPORT = "tests.scripts.pause_at_import"
+
+
+def test_ctrl_c_at_any_point_of_start_up_exits_130_with_one_line():
+    """Importing the CLI takes most of a second: a Ctrl-C while the entry point imports typer or the
+    CLI, or while a command imports what it needs, is the same clean exit as one during a turn."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1"}
+    for module in ("typer", "rich.console", "app.cli_time", "app.config", "app.threads"):
+        notify_read, notify_write = os.pipe()
+        process = subprocess.Popen(
+            [sys.executable, "-m", PAUSE_AT_IMPORT, module, str(notify_write), "threads", "list"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            pass_fds=[notify_write],
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
+        os.close(notify_write)
+        with os.fdopen(notify_read, "rb") as notified:
+            paused = notified.read()  # EOF once the child wrote and closed its end, or died
+        if paused == b"paused\n":
+            process.send_signal(signal.SIGINT)
+        process.wait(timeout=60)  # stdin stays open until then: the pause ends by the signal only
+        stdout, stderr = process.communicate()
+        assert paused == b"paused\n", (module, stderr.decode())
+        assert (process.returncode, stdout, stderr) == (130, b"", b"interrupted\n"), module
+
+
+def test_the_real_binary_exits_and_prints_as_the_in_process_runner_does(isolated: Path):
+    """Every other CLI test runs the entry point in the test process (`run_cli`); this runs it as
+    `python -m app` with stdin a pipe: the same exit statuses, and the same bytes out."""
+    (isolated / "a-directory").mkdir()
+    cases = [
+        (["chat", "-t", "p"], b"what is 2 plus 3\n", 0),  # piped stdin is the message
+        (["chat", "-t", "p"], b"", 2),  # ... and must not be empty
+        (["history", "-t", "missing"], None, 2),  # an AppError
+        (["chat", "-t", "p", "--model", "nonsense", "-m", "hi"], None, 3),
+        (["chat", "--bogus"], None, 2),  # click's usage error
+        (["doctor", "--db", str(isolated / "a-directory")], None, 1),  # typer.Exit(1)
+    ]
+    for args, stdin, code in cases:
+        real = run_cli_process(*args, input=stdin)
+        here = run_cli(*args, input=stdin)
+        assert real.returncode == here.returncode == code, (args, real.stderr.decode())
+        assert real.stdout == here.stdout, args
+        if code == 0:  # the answer's tool card on stderr shows how long the tool took
+            assert real.stdout == b"2 + 3 = 5\n", real.stderr.decode()
+        else:
+            assert real.stderr == here.stderr, args
+
+
+def test_each_run_renders_for_its_own_terminal(monkeypatch):
+    """rich reads COLUMNS (and NO_COLOR, and whether it writes to a terminal) when a Console is made:
+    the CLI's consoles belong to one run, not to the first run in the process."""
+    wide = run_cli("tools").stdout.decode().splitlines()
+    monkeypatch.setitem(CLI_ENV, "COLUMNS", "60")
+    narrow = run_cli("tools").stdout.decode().splitlines()
+    assert max(map(len, wide)) > 60
+    assert max(map(len, narrow)) <= 60 and len(narrow) > len(wide)
+
+
 def test_help_lists_every_command():
     result = run_cli("--help")
     assert result.returncode == 0
@@ -201,11 +263,8 @@ def test_tools_lists_every_tool_with_its_schema():
 
 LOADED_AFTER = """
 import sys
-from app.cli import app
-try:
-    app(sys.argv[1:], prog_name="waypoint")
-except SystemExit:
-    pass
+from app.__main__ import run
+run(sys.argv[1:])
 print(",".join(m for m in ("langgraph.graph", "langchain_openai", "app.chat") if m in sys.modules))
 """
 

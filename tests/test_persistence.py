@@ -25,7 +25,7 @@ from app.context import make_context
 from app.db import sqlite as sqlite_backend
 from app.store import database_error, open_checkpointer
 from tests.cli_boundary import invoke
-from tests.conftest import REPO, run_cli
+from tests.conftest import REPO, run_cli, run_cli_process
 from tests.db_helpers import execute
 from tests.fakes import ScriptedChatModel
 
@@ -59,7 +59,8 @@ def thread_messages(thread: str) -> list:
 
 
 def test_a_fact_survives_a_process_restart(database: str):
-    first = run_cli("chat", "--thread", "mem", "-m", "My name is Ada")
+    # Written by another process, read back by this one, which never saw it in memory.
+    first = run_cli_process("chat", "--thread", "mem", "-m", "My name is Ada")
     assert first.returncode == 0, first.stderr.decode()
     second = run_cli("chat", "--thread", "mem", "-m", "What's my name?")
     assert second.returncode == 0, second.stderr.decode()
@@ -91,7 +92,7 @@ def test_a_second_writer_on_the_same_thread_gets_the_busy_error_and_nothing_is_l
 ):
     release = isolated / "release"
     process = start_slow_turn("shared", isolated / "started", release)
-    busy = run_cli("chat", "-t", "shared", "-m", "what is 1 plus 1")
+    busy = run_cli_process("chat", "-t", "shared", "-m", "what is 1 plus 1")  # a second writer
     release.touch()  # the first writer finishes only after the second was turned away
     stdout, stderr = process.communicate(timeout=60)
     assert process.returncode == 0, stderr.decode()
