@@ -1,22 +1,50 @@
-"""Entry point: `python -m app` and the `waypoint` console script; the one error boundary."""
+"""Entry point: `python -m app` and the `waypoint` console script; the one error boundary.
+
+Nothing is imported at module level: importing the CLI takes most of a second, and a Ctrl-C during it
+must land inside the boundary (exit 130, one line), not print a traceback."""
 
 from __future__ import annotations
 
-import os
 import sys
-import threading
 
-import typer
-from rich.markup import escape
-from typer._click import exceptions as typer_click  # typer (>= 0.29) vendors its own click
+INTERRUPTED = 130  # ExitStatus.INTERRUPTED, usable before app.errors is imported
 
 
 def main() -> None:
-    from app.cli import app, err, state
+    try:
+        code = run(sys.argv[1:])
+    except KeyboardInterrupt:  # a second Ctrl-C while the first one was being reported
+        code = INTERRUPTED
+    leave(code)
+
+
+def run(argv: list[str], prog_name: str | None = None) -> int:
+    """Run the CLI on `argv` and return its exit status: every error, Ctrl-C included, becomes a
+    message on stderr and a status here. It never exits the process, so tests call it in-process."""
+    try:
+        return _run(argv, prog_name)
+    except KeyboardInterrupt:  # while the CLI was being imported, or an error was being reported
+        sys.stderr.write("interrupted\n")
+        sys.stderr.flush()
+        return INTERRUPTED
+
+
+def _run(argv: list[str], prog_name: str | None) -> int:
+    import typer
+    from rich.markup import escape
+    from typer._click import exceptions as typer_click  # typer (>= 0.29) vendors its own click
+    from typer._click.utils import PacifyFlushWrapper, _detect_program_name
+    from typer.main import get_command
+
+    from app.cli import app, err, start_invocation, state
     from app.errors import AppError, ExitStatus
 
+    start_invocation()
+    command = get_command(app)
     try:
-        code = app(standalone_mode=False)
+        # Not `app(...)`: typer turns a KeyboardInterrupt into a silent exit 130.
+        with command.make_context(prog_name or _detect_program_name(), list(argv)) as context:
+            code = command.invoke(context)
     except AppError as exc:
         err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         code = exc.exit_status
@@ -25,9 +53,15 @@ def main() -> None:
     except typer_click.ClickException as exc:
         exc.show()
         code = exc.exit_code
-    except (typer.Abort, KeyboardInterrupt):
+    except (typer.Abort, EOFError, KeyboardInterrupt) as exc:
+        if isinstance(exc, EOFError):  # input() at end of stdin; click prints the same newline
+            err.print()
         err.print("[yellow]interrupted[/yellow]")
         code = ExitStatus.INTERRUPTED
+    except BrokenPipeError:  # the reader of stdout left (`| head`): stop quietly, as click does
+        sys.stdout = PacifyFlushWrapper(sys.stdout)
+        sys.stderr = PacifyFlushWrapper(sys.stderr)
+        code = ExitStatus.RUN_FAILED
     except Exception as exc:
         if state["debug"]:
             raise
@@ -35,15 +69,29 @@ def main() -> None:
             f"[red]internal error:[/red] {type(exc).__name__}: {escape(str(exc))} (run with --debug)"
         )
         code = ExitStatus.RUN_FAILED
-    leave(int(code or 0))
+    return int(code or 0)
 
 
 def leave(code: int) -> None:
-    """Exit without waiting for a tool thread abandoned by Ctrl-C (the interpreter would join it at
-    exit, and it may be blocked in C code); the thread's state on disk is already consistent."""
-    if any(t is not threading.main_thread() and t.is_alive() for t in threading.enumerate()):
-        sys.stdout.flush()
-        sys.stderr.flush()
+    """Exit the process with `code`; a Ctrl-C now has nothing left to interrupt and is ignored.
+
+    After a Ctrl-C, or with a tool thread still running (abandoned by a Ctrl-C in the REPL), it exits
+    at once: the interpreter would join that thread, which may be blocked in C code (the thread's
+    state on disk is already consistent), and under `python -m` CPython ends the process by SIGINT
+    instead of 130 when the KeyboardInterrupt had ended a string exec()/eval() (the code dataclasses
+    and namedtuples generate while modules import), even though it was handled."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # before anything else a Ctrl-C could land in
+    import contextlib
+    import os
+    import threading
+
+    running = any(t is not threading.main_thread() and t.is_alive() for t in threading.enumerate())
+    if code == INTERRUPTED or running:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):  # the reader left, or it is closed
+                stream.flush()
         os._exit(code)
     sys.exit(code)
 

@@ -6,8 +6,11 @@ import json
 from collections.abc import Callable
 
 from rich.console import Console
+from rich.markup import escape
 from rich.panel import Panel
 from rich.text import Text
+
+from app.errors import printable
 
 Read = Callable[[str, str], str]  # (question, default) -> answer
 
@@ -18,13 +21,13 @@ def ask_approval(calls: list[dict], read: Read, console: Console) -> dict[str, d
     for call in calls:
         body = Text()
         body.append("why    ", style="dim")
-        body.append(f"it {call['reason']}\n")
+        body.append(f"it {printable(str(call['reason']))}\n")
         body.append("args   ", style="dim")
-        body.append(json.dumps(call["args"], ensure_ascii=False, indent=1))
+        body.append(printable(json.dumps(call["args"], ensure_ascii=False, indent=1), keep="\n"))
         console.print(
             Panel(
                 body,
-                title=f"approve {call['name']}?",
+                title=f"approve {escape(printable(str(call['name'])))}?",
                 title_align="left",
                 border_style="yellow",
                 expand=False,

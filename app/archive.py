@@ -27,9 +27,10 @@ from langgraph.checkpoint.base import (
 )
 
 from app.db.base import Database
+from app.db.strict import SHAPE_ERRORS, UnreadableCheckpointError
 from app.errors import UsageError
 from app.store import validate_thread_id
-from app.threads import load_state, unreadable
+from app.threads import load_state, reading
 from app.transcript import render_markdown
 from graphs.react.graph import build_graph
 from graphs.state import unreadable_reason
@@ -40,7 +41,9 @@ MAX_EXPORT_BYTES = 200 * 1024 * 1024
 # What JsonPlusSerializer.dumps_typed emits; "pickle" and the legacy "json" reviver are never accepted.
 BLOB_TYPES = frozenset({"msgpack", "null", "bytes", "bytearray"})
 HEAD_FIELDS = ("turn", "iteration", "retry_count", "status", "last_error", "call_signatures")
-LOAD_ERRORS = (ValueError, TypeError, KeyError, AttributeError, NotImplementedError)
+LOAD_ERRORS = (
+    SHAPE_ERRORS  # what loading tampered data raises (UnreadableCheckpointError among them)
+)
 
 
 @dataclass(frozen=True)
@@ -76,10 +79,8 @@ def export_thread(database: Database, thread_id: str) -> dict:
     saver = database.saver
     head = load_state(build_graph(saver), thread_id)
     config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
-    try:
+    with reading(thread_id, "in history"):
         tuples = list(saver.list(config))[::-1]
-    except LOAD_ERRORS as exc:
-        raise unreadable(thread_id, "in history", f"{type(exc).__name__}: {exc}") from exc
     task_paths = _task_paths(database, thread_id)
     checkpoints = [_export_checkpoint(saver, item, task_paths) for item in tuples]
     return {
@@ -254,14 +255,15 @@ def _put_checkpoint(saver: BaseCheckpointSaver, thread_id: str, item: _Checkpoin
 
 
 def _verify_imported(saver: BaseCheckpointSaver, thread_id: str, checkpoint_ids: list[str]) -> None:
-    """Every imported checkpoint must load as a valid state (a blocked blob comes back as raw data)."""
+    """Every imported checkpoint must load as a valid state (the saver refuses a value of the wrong
+    shape, such as a string written to `messages`, only when it reads it back)."""
     graph = build_graph(saver)
     for checkpoint_id in checkpoint_ids:
         config = {"configurable": {"thread_id": thread_id, "checkpoint_id": checkpoint_id}}
         try:
             reason = unreadable_reason(graph.get_state(config).values)
         except LOAD_ERRORS as exc:
-            reason = f"{type(exc).__name__}: {exc}"
+            reason = _why(exc)
         if reason:
             raise UsageError(
                 f"the export is damaged: checkpoint {checkpoint_id} is unreadable "
@@ -357,4 +359,10 @@ def _load(saver: BaseCheckpointSaver, blob: dict, where: str) -> Any:
     try:
         return saver.serde.loads_typed((type_, data))
     except LOAD_ERRORS as exc:
-        raise UsageError(f"{where} cannot be decoded ({type(exc).__name__}: {exc})") from exc
+        raise UsageError(f"{where} cannot be decoded ({_why(exc)})") from exc
+
+
+def _why(exc: BaseException) -> str:
+    return (
+        exc.reason if isinstance(exc, UnreadableCheckpointError) else f"{type(exc).__name__}: {exc}"
+    )

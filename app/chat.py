@@ -31,7 +31,13 @@ from app.threads import load_state
 from app.worker import RunCancelled, sigint_ignored, stream_in_worker
 from graphs.react.graph import recursion_limit
 from graphs.shared.messages import cancelled_results, dangling_tool_calls, new_message_id
-from graphs.shared.summarize import split_for_summary, summary_update, write_summary
+from graphs.shared.summarize import (
+    split_for_summary,
+    summary_cap_tokens,
+    summary_update,
+    write_summary,
+)
+from graphs.shared.window import context_budget
 from graphs.state import AgentContext
 from graphs.strategies import get_strategy, stored_strategy, strategy_turn_input
 from tools import SIDE_EFFECT_TOOLS
@@ -62,6 +68,12 @@ def _by_policy(calls: list[dict], policy: str) -> dict[str, dict]:
     action = "approve" if policy == "auto" else "reject"
     note = f"the approval policy is '{policy}' and nobody was asked"
     return {call["id"]: {"action": action, "note": note} for call in calls}
+
+
+def compact_cap(context: AgentContext) -> int | None:
+    """How long a /compact summary may be: as in the graph, when there is a budget."""
+    budget = context_budget(context)
+    return summary_cap_tokens(budget) if budget else None
 
 
 def new_thread_id() -> str:
@@ -146,7 +158,8 @@ class ChatSession:
             return result
 
     def _with_experience(self, request: str) -> AgentContext:
-        """The run context for this turn: the few most relevant past experiences join the prompt."""
+        """The run context for this turn: the few most relevant past experiences go with the
+        user's message (turn notes), so the system prompt stays the same for every turn."""
         if self.memory is None:
             return self.base_context
         block = experience_prompt(
@@ -154,8 +167,7 @@ class ChatSession:
         )
         if not block:
             return self.base_context
-        prompt = f"{self.base_context.system_prompt}\n\n{block}"
-        return dataclasses.replace(self.base_context, system_prompt=prompt)
+        return dataclasses.replace(self.base_context, turn_notes=block)
 
     def _record_experience(
         self, turn: int, request: str, result: TurnResult, end: StateSnapshot
@@ -175,6 +187,7 @@ class ChatSession:
             tools_used_in_turn(messages),
             result.status,
             result.answer,
+            judged_wrong=(end.values.get("verdict") or {}).get("success") is False,
         )
 
     def pending_approval(self, state: StateSnapshot | None = None) -> list[dict]:
@@ -339,7 +352,8 @@ class ChatSession:
             older, recent = split_for_summary(state.values.get("messages", []), 0)
             if not older:
                 raise UsageError("nothing to compact yet: the thread has no earlier turns")
-            summary = write_summary(self.context.model, older)
+            window = self.context.window.tokens if self.context.window else None
+            summary = write_summary(self.context.model, older, window, compact_cap(self.context))
             metadata = {k: v for k, v in (state.metadata or {}).items() if k in {"turn", "preview"}}
             self.graph.update_state(
                 {**self.config, "metadata": {**metadata, "compacted": len(older)}},

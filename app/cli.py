@@ -6,7 +6,7 @@ import json
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -27,9 +27,40 @@ app = typer.Typer(
 threads_app = typer.Typer(help="Inspect the threads stored in the database.", no_args_is_help=True)
 app.add_typer(threads_app, name="threads")
 
-out = Console(soft_wrap=True)
-err = Console(stderr=True, soft_wrap=True)
+
+class InvocationConsole:
+    """The rich Console of the running invocation, under a name that commands import once.
+
+    rich reads COLUMNS, NO_COLOR and whether its stream is a terminal when a Console is made, so every
+    run of the CLI gets a new one (`start_invocation`), made on first use like a module-level one."""
+
+    def __init__(self, *, stderr: bool) -> None:
+        self._stderr = stderr
+        self._console: Console | None = None
+
+    @property
+    def console(self) -> Console:
+        if self._console is None:
+            self._console = Console(stderr=self._stderr, soft_wrap=True)
+        return self._console
+
+    def renew(self) -> None:
+        self._console = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.console, name)
+
+
+out: Console = InvocationConsole(stderr=False)  # type: ignore[assignment]
+err: Console = InvocationConsole(stderr=True)  # type: ignore[assignment]
 state = {"debug": False}
+
+
+def start_invocation() -> None:
+    """Forget what an earlier invocation in this process set: its consoles and --debug."""
+    out.renew()  # type: ignore[attr-defined]
+    err.renew()  # type: ignore[attr-defined]
+    state["debug"] = False
 
 
 def load_settings(**overrides: object) -> Settings:
@@ -89,7 +120,10 @@ def chat(
     max_seconds: Annotated[
         float | None,
         typer.Option(
-            "--max-seconds", min=0.1, help="Wall-time budget per turn (env APP_MAX_SECONDS)."
+            "--max-seconds",
+            min=0.1,
+            help="Wall-time budget per turn, model requests and retry waits included "
+            "(env APP_MAX_SECONDS).",
         ),
     ] = None,
     max_tokens_per_turn: Annotated[
@@ -151,7 +185,10 @@ def chat(
 ) -> None:
     """Talk to the agent: an interactive REPL, or one message with -m / piped stdin."""
     from app.chat import new_thread_id
+    from app.store import validate_thread_id
 
+    if thread is not None:  # `--thread ''` is an invalid id, not "make a new thread"
+        validate_thread_id(thread)
     settings = load_settings(
         strategy=strategy,
         max_trials=max_trials,
@@ -165,9 +202,10 @@ def chat(
         user=user,
         mcp_config=mcp_config,
     )
-    thread_id = thread or new_thread_id()
+    thread_id = new_thread_id() if thread is None else thread
     if message is None and not sys.stdin.isatty():
-        message = sys.stdin.buffer.read().decode("utf-8", "replace")
+        # The newline that ends piped text is not part of the message (nor of the thread title).
+        message = sys.stdin.buffer.read().decode("utf-8", "replace").rstrip()
     from app.cli_mcp import open_mcp_tools
     from tools import default_tools
 
@@ -175,7 +213,7 @@ def chat(
     with open_mcp_tools(settings.mcp_config, reserved_names=builtin) as extra_tools:
         if message is not None:
             code = _one_shot(
-                settings, thread_id, message, jsonl, stream, extra_tools, created=not thread
+                settings, thread_id, message, jsonl, stream, extra_tools, created=thread is None
             )
             raise typer.Exit(code)
         from app.repl import run_repl
@@ -208,7 +246,7 @@ def _one_shot(
     from app.store import open_checkpointer
 
     renderer = (
-        JsonlRenderer(out)
+        JsonlRenderer(out, debug=state["debug"])
         if jsonl
         else ConsoleRenderer(
             out, err, show_updates=stream is StreamStyle.updates, debug=state["debug"]
@@ -323,21 +361,35 @@ def human_bytes(size: int) -> str:
 @app.command()
 def doctor(
     ping: Annotated[
-        bool, typer.Option("--ping", help="Send one tiny request to the model.")
+        bool,
+        typer.Option(
+            "--ping", help="Send a tiny request to the model, and a tool-call round trip."
+        ),
     ] = False,
+    model: Annotated[
+        str | None, typer.Option("--model", help="offline | openai:<name> (env APP_MODEL).")
+    ] = None,
+    tool_protocol: Annotated[
+        str | None,
+        typer.Option("--tool-protocol", help="native | react (env APP_TOOL_PROTOCOL)."),
+    ] = None,
     db: DbOption = None,
 ) -> None:
     """Print the resolved configuration (secrets masked) and check the database and workspace."""
     from app import doctor as checks
 
-    settings = load_settings(db=db)
+    settings = load_settings(db=db, model=model, tool_protocol=tool_protocol)
     table = Table("setting", "value", title="Waypoint configuration")
     for name, value in checks.configuration(settings):
         table.add_row(name, value)
     out.print(table)
     results = [checks.check_database(settings), checks.check_workspace(settings)]
     if ping:
-        results.append(checks.ping(settings))
+        results += [
+            checks.ping(settings),
+            checks.probe_tools(settings),
+            checks.check_window(settings),
+        ]
     for check in results:
         mark = "[green]ok[/green]" if check.ok else "[red]FAIL[/red]"
         out.print(f"{mark}  {check.name}: {escape(check.detail)}")

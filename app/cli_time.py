@@ -299,7 +299,11 @@ def replay(
         session = chat_service.ChatSession(
             t.settings, t.saver, thread, run_context.make_context(t.settings)
         )
-        renderer = JsonlRenderer(out) if jsonl else ConsoleRenderer(out, err, debug=state["debug"])
+        renderer = (
+            JsonlRenderer(out, debug=state["debug"])
+            if jsonl
+            else ConsoleRenderer(out, err, debug=state["debug"])
+        )
         try:
             result = session.replay(row.checkpoint_id, renderer, _approver(yes))
         except chat_service.TurnInterrupted as exc:

@@ -14,6 +14,7 @@ from app.errors import ConfigError
 from app.server.hosts import host_name
 
 DEFAULT_OPENAI_MODEL = "openai:gpt-4o-mini"
+ENV_FILE = ".env"
 
 
 # The names in graphs/strategies.py STRATEGIES (kept here so settings load without LangGraph).
@@ -21,7 +22,9 @@ StrategyName = Literal["react", "plan", "reflexion", "routed"]
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="APP_", env_file=".env", extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix="APP_", env_file=ENV_FILE, env_file_encoding="utf-8", extra="ignore"
+    )
 
     model: str | None = Field(None, description="offline | openai:<name>; default depends on keys")
     db: str = Field("checkpoints/agent.sqlite", description="SQLite file or postgresql:// URL")
@@ -34,6 +37,7 @@ class Settings(BaseSettings):
     max_tool_result_chars: int = Field(4000, ge=200)
     max_input_chars: int = Field(100_000, ge=100)
     model_timeout: float = Field(60.0, gt=0)
+    max_output_tokens: int = Field(4096, ge=16, description="cap on each model reply")
     max_retry_after: float = Field(60.0, ge=0)
     context_tokens: int | None = Field(32_000, ge=500)
     max_seconds: float | None = Field(None, gt=0)
@@ -87,6 +91,32 @@ class Settings(BaseSettings):
             return [host_name(str(name)) for name in value]
         return value
 
+    @field_validator("workspace")
+    @classmethod
+    def _workspace_is_a_directory(cls, value: Path) -> Path:
+        """A workspace that exists must be a directory, and one that does not must be creatable
+        under a directory (the file tools create it on first use)."""
+        for place in (value, *value.absolute().parents):
+            try:
+                is_dir = place.is_dir()
+                exists = is_dir or place.exists() or place.is_symlink()
+            except OSError as exc:  # a name too long, a loop of symlinks, no permission to look
+                raise ValueError(f"the workspace {value} cannot be used: {exc.strerror}") from None
+            if not exists:
+                continue
+            if is_dir:
+                return value
+            if place == value:
+                kind = "a file, not a directory" if value.is_file() else "not a directory"
+                raise ValueError(
+                    f"the workspace {value} is {kind}; pass a directory "
+                    "(it is created if missing) with --workspace or APP_WORKSPACE"
+                )
+            raise ValueError(
+                f"the workspace {value} cannot be created: {place} is a file, not a directory"
+            )
+        return value
+
     @property
     def database(self) -> DatabaseLocation:
         """The parsed --db: a SQLite path or a PostgreSQL URL (print its `label`, never the URL)."""
@@ -116,6 +146,15 @@ def load_settings(**overrides: object) -> Settings:
             for e in exc.errors()
         )
         raise ConfigError(f"invalid configuration: {problems}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"the settings file {Path(ENV_FILE).absolute()} is not UTF-8 text (byte "
+            f"{exc.start}); fix or remove it"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot read the settings file {Path(ENV_FILE).absolute()}: {exc.strerror}"
+        ) from None
 
 
 def check_clock_pin() -> None:

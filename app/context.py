@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 from langchain_core.language_models import BaseChatModel
@@ -9,6 +10,7 @@ from langchain_core.tools import BaseTool
 
 from app.config import Settings
 from app.models import make_chat_model
+from graphs.shared.window import ContextWindow
 from graphs.state import AgentContext
 from tools import default_tools
 from tools.memory import MemoryStore, make_memory_tools
@@ -30,7 +32,10 @@ def make_context(
     extra_tools: Sequence[BaseTool] = (),
 ) -> AgentContext:
     model = model or make_chat_model(
-        settings.model_spec, timeout=settings.model_timeout, protocol=settings.tool_protocol
+        settings.model_spec,
+        timeout=settings.model_timeout,
+        protocol=settings.tool_protocol,
+        max_output_tokens=settings.max_output_tokens,
     )
     return AgentContext(
         model=model,
@@ -52,8 +57,23 @@ def make_context(
         max_tool_result_chars=settings.max_tool_result_chars,
         max_retry_after=settings.max_retry_after,
         context_tokens=settings.context_tokens,
+        window=model_window(settings),
+        context_tokens_explicit="context_tokens" in settings.model_fields_set,
         max_seconds=settings.max_seconds,
         max_tokens_per_turn=settings.max_tokens_per_turn,
         approval=approval or settings.approve or "auto",
         max_trials=settings.max_trials,
     )
+
+
+def model_window(settings: Settings) -> ContextWindow | None:
+    """The configured endpoint's context window (asked once per process), for `openai:` models on
+    an OpenAI-compatible server; None for the offline model and for the OpenAI API itself."""
+    provider, _, name = settings.model_spec.partition(":")
+    base_url = os.environ.get("OPENAI_BASE_URL")
+    if provider != "openai" or not name or not base_url:
+        return None
+    from app.models.window import endpoint_window
+
+    reply_tokens = getattr(settings, "max_tokens", None)  # the reply's room, when configured
+    return endpoint_window(base_url, name, os.environ.get("OPENAI_API_KEY"), reply_tokens)

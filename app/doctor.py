@@ -43,6 +43,7 @@ def configuration(settings: Settings) -> list[tuple[str, str]]:
             f"time {settings.max_seconds or 'off'}, tokens {settings.max_tokens_per_turn or 'off'}",
         ),
         ("model timeout", f"{settings.model_timeout:g} s"),
+        ("max output tokens per reply", str(settings.max_output_tokens)),
     ]
 
 
@@ -79,22 +80,104 @@ def check_workspace(settings: Settings) -> Check:
     return Check("workspace", writable, "writable" if writable else f"{root} is not writable")
 
 
+PROBE_QUESTION = "What is 6 times 7? Use the calculator tool to work it out."
+PROBE_TIMEOUT = 20.0
+PROBE_OUTPUT_TOKENS = 256
+
+
 def ping(settings: Settings) -> Check:
     """One tiny request through the configured model, with its outcome classified."""
     from langchain_core.messages import HumanMessage
 
     from app.models import make_chat_model
-    from graphs.shared.model_errors import classify_model_error
 
     try:
-        model = make_chat_model(settings.model_spec, timeout=min(settings.model_timeout, 20))
+        model = make_chat_model(
+            settings.model_spec,
+            timeout=min(settings.model_timeout, PROBE_TIMEOUT),
+            max_output_tokens=PROBE_OUTPUT_TOKENS,
+        )
         started = time.perf_counter()
         reply = model.invoke([HumanMessage("Reply with the single word: pong")])
-    except AppError as exc:
-        return Check("ping", False, str(exc))
     except Exception as exc:  # the outcome of the ping is what doctor reports
-        error = classify_model_error(exc)
-        return Check("ping", False, f"{error['kind']}: {error['message']}")
+        return Check("ping", False, _failure(exc))
     elapsed = (time.perf_counter() - started) * 1000
-    text = str(reply.content).strip().replace("\n", " ")
-    return Check("ping", True, f"answered in {elapsed:.0f} ms: {text[:60]!r}")
+    return Check("ping", True, f"answered in {elapsed:.0f} ms: {_gist(reply)!r}")
+
+
+def probe_tools(settings: Settings) -> Check:
+    """A tool-call round trip with the configured tool protocol: the model is offered the
+    calculator and asked to use it, the result goes back, and the model answers. An endpoint that
+    answers in text instead ignores tools (many local servers drop them silently)."""
+    from langchain_core.messages import HumanMessage
+
+    from app.models import make_chat_model
+    from graphs.shared.tool_calls import run_tool_calls
+    from tools.calculator import calculator
+
+    protocol = settings.tool_protocol
+    question = [HumanMessage(PROBE_QUESTION)]
+    try:
+        model = make_chat_model(
+            settings.model_spec,
+            timeout=min(settings.model_timeout, PROBE_TIMEOUT),
+            protocol=protocol,
+            max_output_tokens=PROBE_OUTPUT_TOKENS,
+        ).bind_tools([calculator])
+        reply = model.invoke(question)
+        if not reply.tool_calls:
+            return Check("tools", False, _ignored_tools(protocol, reply))
+        results = run_tool_calls(reply, {calculator.name: calculator}, lambda event: None, 2000)
+        answer = model.invoke([*question, reply, *results])
+    except Exception as exc:  # the outcome of the probe is what doctor reports
+        return Check("tools", False, _failure(exc))
+    call = reply.tool_calls[0]
+    return Check(
+        "tools",
+        True,
+        f"{protocol} tool calls work: {call['name']}({call['args']}) → "
+        f"{results[0].content!r}, then {_gist(answer)!r}",
+    )
+
+
+def _ignored_tools(protocol: str, reply: object) -> str:
+    said = f"; it said {_gist(reply)!r}"
+    if protocol == "react":
+        return f"the model did not follow the ReAct format to call the offered tool{said}"
+    return (
+        "the endpoint answered in text instead of calling the offered tool: it ignores tools, or "
+        f"the model does not use them. Use --tool-protocol react (APP_TOOL_PROTOCOL=react){said}"
+    )
+
+
+def _failure(exc: Exception) -> str:
+    from graphs.shared.model_errors import classify_model_error
+
+    if isinstance(exc, AppError):
+        return str(exc)
+    error = classify_model_error(exc)
+    return f"{error['kind']}: {error['message']}"
+
+
+def _gist(reply: object) -> str:
+    return str(getattr(reply, "content", reply)).strip().replace("\n", " ")[:60]
+
+
+def check_window(settings: Settings) -> Check:
+    """The model's context window as the endpoint reports it, and the budget Waypoint derives."""
+    from app.context import model_window
+    from graphs.shared.window import window_budget
+
+    window = model_window(settings)
+    configured = settings.context_tokens
+    if window is None or window.tokens is None:
+        where = "the offline model has none" if window is None else "the endpoint does not say"
+        budget = f"{configured:,} tokens" if configured else "off"
+        return Check("context window", True, f"unknown ({where}); context budget {budget}")
+    fit = window_budget(window, 0)
+    explicit = "context_tokens" in settings.model_fields_set
+    if explicit:
+        note = f"the context budget is APP_CONTEXT_TOKENS={configured:,}"
+    else:
+        note = f"about {fit:,} tokens for the prompt, the tools and the conversation"
+    return Check("context window", True, f"{window.describe()}; {note}")

@@ -13,10 +13,26 @@ class ExitStatus(IntEnum):
     INTERRUPTED = 130
 
 
+def printable(text: str, keep: str = "") -> str:
+    """`text` safe to echo to a terminal: control and other unprintable characters (a newline in a
+    file name, ESC, a right-to-left override) are shown escaped (\\n, \\x1b, \\u202e), except those
+    in `keep`. tools/files.py has the same rule for what the tools say (tools cannot import app)."""
+    if text.isprintable():
+        return text
+    return "".join(
+        c if c.isprintable() or c in keep else c.encode("unicode_escape").decode("ascii")
+        for c in text
+    )
+
+
 class AppError(Exception):
-    """Base of errors shown to the user as one clear message (no traceback) with an exit status."""
+    """Base of errors shown to the user as one clear message (no traceback) with an exit status.
+    The message is one line: a name it quotes cannot break it or send escape codes."""
 
     exit_status = ExitStatus.RUN_FAILED
+
+    def __str__(self) -> str:
+        return printable(super().__str__())
 
 
 class UsageError(AppError):

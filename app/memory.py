@@ -13,6 +13,7 @@ from langchain_core.messages import AnyMessage, ToolMessage
 
 from app.config import Settings
 from app.db.location import DatabaseLocation
+from app.db.sqlite import is_environmental
 from app.errors import UsageError
 from app.store import THREAD_ID, connect, database_error
 from graphs.shared.messages import current_turn
@@ -37,6 +38,8 @@ OUTCOMES = {
     "max_iterations": "stopped at the step limit",
     "loop_detected": "stopped: it repeated the same tool call",
     "budget_exhausted": "stopped: the time or token budget ran out",
+    "unverified": "answered without a tool result to back it (unverified)",
+    "judged_wrong": "answered, but the evaluator judged the answer wrong",
 }
 
 
@@ -82,7 +85,12 @@ def open_memory(settings: Settings) -> Iterator[MemoryStore]:
             memory = MemoryStore(connection)
         except sqlite3.DatabaseError as exc:
             raise database_error(location.path, exc) from exc
-        yield memory
+        try:
+            yield memory
+        except sqlite3.DatabaseError as exc:  # the same boundary as open_sqlite's
+            if not is_environmental(exc):
+                raise
+            raise database_error(location.path, exc) from exc
     finally:
         connection.close()
 
@@ -126,6 +134,19 @@ def experience_summary(request: str, tools: Sequence[str], outcome_status: str, 
     return _clip(f"{text} — {gist}" if gist else text, MAX_EXPERIENCE_CHARS)
 
 
+def honest_status(
+    outcome_status: str, tools_used: Sequence[str], judged_wrong: bool = False
+) -> str:
+    """How an answered turn really ended: a success only when the answer rests on a successful tool
+    result and no evaluator judged it wrong. A model answering from its own head can be wrong
+    ("17 * 23 = 340"), and recalling that as a success would spread the mistake."""
+    if outcome_status != "answered":
+        return outcome_status
+    if judged_wrong:
+        return "judged_wrong"
+    return outcome_status if tools_used else "unverified"
+
+
 def record_experience(
     store: MemoryStore,
     user: str,
@@ -135,15 +156,19 @@ def record_experience(
     tools_used: Sequence[str],
     outcome_status: str,
     answer: str,
+    *,
+    judged_wrong: bool = False,
 ) -> None:
-    """Remember how a finished turn went. Failed and cancelled turns, and requests with no topic
-    words ("thanks", "ok"), are skipped. One entry per thread and turn (a replay replaces it); only
-    the newest MAX_EXPERIENCES_PER_USER are kept. A busy database skips the entry: memory is an aid,
-    and a turn that is already answered must not fail because of it."""
+    """Remember how a finished turn went, honestly (`honest_status`: only a success keeps the gist
+    of its answer). Failed and cancelled turns, and requests with no topic words ("thanks", "ok"),
+    are skipped. One entry per thread and turn (a replay replaces it); only the newest
+    MAX_EXPERIENCES_PER_USER are kept. A busy database skips the entry: memory is an aid, and a
+    turn that is already answered must not fail because of it."""
     if outcome_status in SKIPPED_STATUSES or not query_terms(
         request, keep_stopwords_if_alone=False
     ):
         return
+    outcome_status = honest_status(outcome_status, tools_used, judged_wrong)
     text = experience_summary(request, tools_used, outcome_status, answer)
     try:
         store.put(

@@ -11,10 +11,19 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.text import Text
 
+from app.errors import printable
+from app.models.react.model import UNPARSED  # a ReAct reply taken as the answer without parsing
+
 ANSWER_NODES = {"agent", "finalize", "failure_handler", "synthesizer", "calculator", "small_talk"}
 # Nodes that run the tool loop as a subgraph: its own nodes already showed what they added.
 SUBGRAPH_NODES = {"attempt", "tool_loop"}
+# Nodes whose messages are not new: summarize rewrites the list, re-sending the recent turns.
+REWRITING_NODES = {*SUBGRAPH_NODES, "summarize"}
 CARD_RESULT_CHARS = 600
+UNPARSED_NOTICE = (
+    "(the model's reply followed neither the Action nor the Final Answer format after the "
+    "corrections; it is shown as the answer, as written)"
+)
 
 
 class Renderer(Protocol):
@@ -30,6 +39,8 @@ def message_dict(message: BaseMessage) -> dict:
     for key in ("name", "tool_call_id", "status"):
         if getattr(message, key, None):
             data[key] = getattr(message, key)
+    if isinstance(message, AIMessage) and message.response_metadata.get(UNPARSED):
+        data["unparsed"] = True
     if isinstance(message, AIMessage) and message.tool_calls:
         data["tool_calls"] = [
             {"name": c["name"], "args": c["args"], "id": c["id"]} for c in message.tool_calls
@@ -48,6 +59,8 @@ def update_dict(update: Any) -> Any:
 
 def _plan_lines(event: dict) -> str:
     title = "re-plan of the remaining steps:" if event["replan"] else "plan:"
+    if not event["steps"]:
+        return f"{title} no steps (answering without tools)"
     return "\n".join([title, *(f"  {line}" for line in event["steps"])])
 
 
@@ -93,7 +106,7 @@ class ConsoleRenderer:
 
     def notice(self, text: str) -> None:
         self._close_line()
-        self.err.print(f"[dim]{escape(text)}[/dim]")
+        self.err.print(f"[dim]{escape(printable(text))}[/dim]")
 
     def partial_answer(self) -> str:
         return "".join(self._partial)
@@ -121,8 +134,8 @@ class ConsoleRenderer:
         if kind == "tool_call":
             self._calls[event["id"]] = event
             self._close_line()
-            args = json.dumps(event["args"], ensure_ascii=False)
-            self.err.print(f"[dim]→ {escape(event['name'])} {escape(args[:200])}[/dim]")
+            args = printable(json.dumps(event["args"], ensure_ascii=False))
+            self.err.print(f"[dim]→ {escape(printable(event['name']))} {escape(args[:200])}[/dim]")
         elif kind == "tool_result":
             self._tool_card(event)
         elif kind == "retry":
@@ -134,10 +147,7 @@ class ConsoleRenderer:
             )
         elif kind == "summarized":
             self._close_line()
-            self.err.print(
-                f"[dim]⋯ summarised {event['messages_replaced']} older messages to fit the "
-                "context (older checkpoints keep them all)[/dim]"
-            )
+            self.err.print(Text(f"⋯ {summarized_text(event)}", style="dim"), soft_wrap=False)
         elif kind in STRATEGY_EVENTS:
             self._close_line()
             self.err.print(Text(STRATEGY_EVENTS[kind](event), style="dim"))
@@ -147,9 +157,10 @@ class ConsoleRenderer:
     def _tool_card(self, event: dict) -> None:
         self._close_line()
         call = self._calls.get(event["id"], {})
-        args = json.dumps(call.get("args", {}), ensure_ascii=False)
+        args = printable(json.dumps(call.get("args", {}), ensure_ascii=False))
         ok = event["status"] == "success"
-        content = str(event["content"])
+        # A result's own lines stay lines; any other control character (ESC…) is shown escaped.
+        content = printable(str(event["content"]), keep="\n\t")
         if len(content) > CARD_RESULT_CHARS:
             content = content[:CARD_RESULT_CHARS] + " …"
         body = Text()
@@ -157,7 +168,8 @@ class ConsoleRenderer:
         body.append(args + "\n")
         body.append("result " if ok else "error  ", style="dim" if ok else "red")
         body.append(content, style=None if ok else "red")
-        title = f"{'🔧' if ok else '✗'} {event['name']}  [dim]{event['duration_ms']} ms[/dim]"
+        name = escape(printable(str(event["name"])))
+        title = f"{'🔧' if ok else '✗'} {name}  [dim]{event['duration_ms']} ms[/dim]"
         self.err.print(
             Panel(
                 body,
@@ -165,7 +177,8 @@ class ConsoleRenderer:
                 title_align="left",
                 border_style="cyan" if ok else "red",
                 expand=False,
-            )
+            ),
+            soft_wrap=False,
         )
 
     def _node_update(self, node: str, update: Any) -> None:
@@ -173,11 +186,13 @@ class ConsoleRenderer:
             self._close_line()
             self.err.print(f"[bold magenta]── {escape(node)}[/bold magenta]")
             self.err.print_json(json.dumps(update_dict(update), ensure_ascii=False, default=str))
-        if not isinstance(update, dict) or node in SUBGRAPH_NODES:
+        if not isinstance(update, dict) or node in REWRITING_NODES:
             return
         for message in update.get("messages", []):
             if isinstance(message, AIMessage) and message.id not in self._streamed:
                 self._unstreamed_answer(node, message)
+            if isinstance(message, AIMessage) and message.response_metadata.get(UNPARSED):
+                self.notice(UNPARSED_NOTICE)
 
     def _unstreamed_answer(self, node: str, message: AIMessage) -> None:
         text = str(message.content).strip()
@@ -185,8 +200,11 @@ class ConsoleRenderer:
             return
         self._close_line()
         if node == "failure_handler":
+            # soft_wrap=False: the console soft-wraps (long lines stay whole for copying), which
+            # would make the panel crop its own message.
             self.err.print(
-                Panel(escape(text), title="turn failed", border_style="red", title_align="left")
+                Panel(escape(text), title="turn failed", border_style="red", title_align="left"),
+                soft_wrap=False,
             )
         elif message.tool_calls or message.invalid_tool_calls:
             self.err.print(Text(text, style="dim italic"))
@@ -200,13 +218,17 @@ class ConsoleRenderer:
 
 
 class JsonlRenderer:
-    """One JSON object per line on stdout: node, token, tool_call, tool_result, retry, error, final."""
+    """One JSON object per line on stdout: node, token, tool_call, tool_result, retry, error, final.
+    An `error` event (a bug inside a node) carries its traceback only with `debug` (--debug)."""
 
-    def __init__(self, out: Console) -> None:
+    def __init__(self, out: Console, *, debug: bool = False) -> None:
         self.out = out
+        self.debug = debug
         self._partial: list[str] = []
 
     def _emit(self, event: dict) -> None:
+        if event.get("event") == "error" and not self.debug:
+            event = {key: value for key, value in event.items() if key != "traceback"}
         self.out.file.write(json.dumps(event, ensure_ascii=False, default=str) + "\n")
         self.out.file.flush()
 
@@ -241,6 +263,27 @@ class JsonlRenderer:
 
     def turn_end(self, summary: dict) -> None:
         self._emit({"event": "final", **summary})
+
+
+def summarized_text(event: dict) -> str:
+    """What a `summarized` event tells the user: why, against which window, and what is kept."""
+    replaced = f"{event['messages_replaced']} older messages"
+    if event.get("window"):
+        why = f"the conversation is longer than the model's {event['window']:,}-token window"
+    elif event.get("budget"):
+        why = f"the conversation is longer than the context budget ({event['budget']:,} tokens)"
+    else:
+        why = "the conversation no longer fits the model's context"
+    dropped = (
+        f"; the oldest {event['dropped_lines']} lines did not fit even the summariser and were "
+        "left out"
+        if event.get("dropped_lines")
+        else ""
+    )
+    return (
+        f"{why}; older turns were summarised ({replaced}{dropped}; older checkpoints, history "
+        "and export keep them all)"
+    )
 
 
 def print_messages(console: Console, messages: list[BaseMessage]) -> None:

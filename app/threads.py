@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import uuid
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from app.db.base import Database
-from app.errors import ConfigError
+from app.db.strict import SHAPE_ERRORS, UnreadableCheckpointError, unreadable
+
+__all__ = ["unreadable"]  # with the services below
 
 if TYPE_CHECKING:  # the graph machinery is not needed to list threads (`threads list` stays fast)
     from langgraph.graph.state import CompiledStateGraph
@@ -63,21 +67,24 @@ def load_state(graph: CompiledStateGraph, thread_id: str) -> StateSnapshot:
     from graphs.state import unreadable_reason
 
     config = {"configurable": {"thread_id": thread_id}}
-    try:
+    with reading(thread_id, "head"):
         snapshot = graph.get_state(config)
-    except (ValueError, TypeError, KeyError, NotImplementedError) as exc:
-        raise unreadable(thread_id, "head", f"{type(exc).__name__}: {exc}") from exc
     reason = unreadable_reason(snapshot.values)
     if reason:
         raise unreadable(thread_id, snapshot.config["configurable"].get("checkpoint_id"), reason)
     return snapshot
 
 
-def unreadable(thread_id: str, checkpoint: str | None, reason: str) -> ConfigError:
-    return ConfigError(
-        f"checkpoint {checkpoint} of thread {thread_id} is unreadable ({reason[:200]}); it was "
-        "not loaded. Continue in another thread, or restore the database from a backup"
-    )
+@contextlib.contextmanager
+def reading(thread_id: str, checkpoint: str) -> Iterator[None]:
+    """Loading a state: what the saver refused, or what LangGraph could not rebuild from what it
+    read, is "checkpoint … is unreadable" (exit 3)."""
+    try:
+        yield
+    except UnreadableCheckpointError as exc:
+        raise unreadable(thread_id, exc.checkpoint_id or checkpoint, exc.reason) from exc
+    except SHAPE_ERRORS as exc:
+        raise unreadable(thread_id, checkpoint, f"{type(exc).__name__}: {exc}") from exc
 
 
 def thread_exists(database: Database, thread_id: str) -> bool:

@@ -15,7 +15,7 @@ from langgraph.types import StateSnapshot
 
 from app.db.base import CheckpointRecord, Database
 from app.errors import UsageError
-from app.threads import checkpoint_time, load_state, unreadable
+from app.threads import checkpoint_time, load_state, reading, unreadable
 from app.workspace_sync import WorkspaceReport, restore_workspace
 from graphs.shared.messages import current_turn
 from graphs.state import unreadable_reason
@@ -170,10 +170,8 @@ def _writer_nodes(database: Database, thread_id: str) -> dict[str, str]:
 
 def state_at(graph: CompiledStateGraph, thread_id: str, checkpoint_id: str) -> StateSnapshot:
     config = {"configurable": {"thread_id": thread_id, "checkpoint_id": checkpoint_id}}
-    try:
+    with reading(thread_id, checkpoint_id):
         snapshot = graph.get_state(config)
-    except (ValueError, TypeError, KeyError, NotImplementedError) as exc:
-        raise unreadable(thread_id, checkpoint_id, f"{type(exc).__name__}: {exc}") from exc
     reason = unreadable_reason(snapshot.values)
     if reason:
         raise unreadable(thread_id, checkpoint_id, reason)

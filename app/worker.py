@@ -17,6 +17,8 @@ from typing import Any
 from langgraph.graph.state import CompiledStateGraph
 
 from app.head import CHECKPOINTS_MODE
+from graphs.shared.deadline import start_deadline, turn_seconds_left
+from graphs.state import AgentContext
 
 STREAM_MODES = ["updates", "messages", "custom"]  # what renderers see
 
@@ -45,6 +47,8 @@ def stream_in_worker(
 
     def produce() -> None:
         try:
+            # The worker's own thread: the deadline holds for the rest of it (--max-seconds).
+            start_deadline(run_seconds_left(graph_input, context))
             # subgraphs=True: a strategy's tool-loop subgraph streams its tokens and cards too.
             for namespace, mode, payload in graph.stream(
                 graph_input,
@@ -84,6 +88,13 @@ def stream_in_worker(
             yield item
     finally:
         cancelled.set()
+
+
+def run_seconds_left(graph_input: Any, context: Any) -> float | None:
+    """A new turn's time budget bounds every model request of its run."""
+    if not isinstance(graph_input, dict) or not isinstance(context, AgentContext):
+        return None
+    return turn_seconds_left(graph_input, context)
 
 
 @contextlib.contextmanager

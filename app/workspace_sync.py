@@ -16,7 +16,7 @@ from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
 
 from tools.errors import ToolError
 from tools.file_tools import FILE_WRITING_TOOLS
-from tools.files import Workspace
+from tools.files import Workspace, printable
 
 
 @dataclass
@@ -32,12 +32,16 @@ class WorkspaceReport:
         return bool(self.written or self.removed or self.conflicts)
 
     def lines(self) -> list[str]:
+        """One line per file, its name escaped (a newline in it cannot start another line)."""
         return (
-            [f"restored {path}" for path in self.written]
-            + [f"removed {path} (written after the target checkpoint)" for path in self.removed]
+            [f"restored {printable(path)}" for path in self.written]
             + [
-                f"left {path} alone: it was changed outside Waypoint, or its earlier text is "
-                "unknown (use --force to overwrite)"
+                f"removed {printable(path)} (written after the target checkpoint)"
+                for path in self.removed
+            ]
+            + [
+                f"left {printable(path)} alone: it was changed outside Waypoint, or its earlier "
+                "text is unknown (use --force to overwrite)"
                 for path in self.conflicts
             ]
         )

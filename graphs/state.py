@@ -15,6 +15,8 @@ from langgraph.channels import DeltaChannel
 from langgraph.graph import add_messages
 from langgraph.graph.message import REMOVE_ALL_MESSAGES as REMOVE_ALL
 
+from graphs.shared.window import ContextWindow
+
 ErrorKind = Literal["model_transient", "model_fatal", "tool", "context_overflow", "internal"]
 TurnStatus = Literal[
     "answered", "failed", "max_iterations", "loop_detected", "budget_exhausted", "cancelled"
@@ -76,6 +78,9 @@ class AgentContext:
     model: BaseChatModel
     tools: Sequence[BaseTool] = ()
     system_prompt: str = ""
+    # Per-turn material for the model (relevant past experience): it joins the user's current
+    # message, after the fixed prefix, never the system prompt (graphs/shared/messages.for_model).
+    turn_notes: str = ""
     max_iterations: int = 8
     max_retries: int = 3
     backoff_base: float = 0.5
@@ -83,6 +88,10 @@ class AgentContext:
     max_tool_result_chars: int = 4000
     max_retry_after: float = 60.0
     context_tokens: int | None = None
+    # The model's context window (graphs/shared/window.py), shared by the runs of a process; with
+    # `context_tokens_explicit` (APP_CONTEXT_TOKENS was set) they decide the messages' budget.
+    window: ContextWindow | None = None
+    context_tokens_explicit: bool = False
     keep_recent_turns: int = 1
     max_seconds: float | None = None
     max_tokens_per_turn: int | None = None
@@ -98,14 +107,42 @@ class AgentContext:
         return {t.name: t for t in self.tools}
 
 
+NUMBER = (int, float)
+# The type of every field of AgentState and of the strategies' states (graphs/plan/state.py,
+# graphs/reflexion/state.py, graphs/routed/state.py) a loaded state may hold; nodes and renderers
+# rely on them.
+FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
+    "turn": int,
+    "iteration": int,
+    "retry_count": int,
+    "tokens_used": int,
+    "turn_started_at": NUMBER,
+    "status": (str, type(None)),
+    "budget_exhausted": (str, type(None)),
+    "last_error": (dict, type(None)),
+    "call_signatures": list,
+    "strategy": str,
+    "plan": (list, type(None)),
+    "step_results": list,
+    "replans": int,
+    "trial": int,
+    "lessons": list,
+    "verdict": (dict, type(None)),
+    "route": (dict, type(None)),
+}
+
+
 def unreadable_reason(values: dict) -> str | None:
-    """Why a loaded state cannot be trusted (a blocked or tampered blob comes back as raw data)."""
+    """Why a loaded state cannot be trusted: a tampered checkpoint that decodes (the saver refuses
+    what does not, app/db/strict.py) can still hold values of the wrong type."""
+    if not isinstance(values, dict):
+        return "it is not a state"
     messages = values.get("messages", [])
     if not isinstance(messages, list) or not all(isinstance(m, BaseMessage) for m in messages):
         return "its messages are not messages"
-    for key in ("turn", "iteration", "retry_count"):
-        if not isinstance(values.get(key, 0), int):
-            return f"its {key} is not a number"
+    for key, kind in FIELD_TYPES.items():
+        if key in values and not isinstance(values[key], kind):
+            return f"its {key} is a {type(values[key]).__name__}"
     return None
 
 

@@ -3,12 +3,18 @@ pinned clock, time zone, locale and OS user (WAYPOINT_TEST_NOW moves the pinned 
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
+import traceback
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -52,11 +58,77 @@ def db_path(isolated: Path) -> Path:
     return isolated / "db" / "agent.sqlite"
 
 
-def run_cli(
+CLI_ENV = {"COLUMNS": "200", "NO_COLOR": "1"}
+
+
+def run_cli(*args: str, input: bytes | None = None) -> subprocess.CompletedProcess:
+    """`python -m app ARGS` run in this process through the real entry point (`app.__main__.run`,
+    the whole error boundary): stdin is `input` (not a terminal), stdout and stderr are captured as
+    bytes, and the environment, working directory and database are the test's. Use
+    `run_cli_process` only where the process itself is under test."""
+    from app.__main__ import run
+
+    stdin = io.TextIOWrapper(io.BytesIO(input or b""), encoding="utf-8")
+    stdout = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True)
+    stderr = io.TextIOWrapper(
+        io.BytesIO(), encoding="utf-8", errors="backslashreplace", write_through=True
+    )
+    threads, handler = set(threading.enumerate()), signal.getsignal(signal.SIGINT)
+    with _swapped_streams(stdin, stdout, stderr), _environment(CLI_ENV):
+        try:
+            code = run(list(args), prog_name="python -m app")
+        except SystemExit as exc:  # as the interpreter would turn it into a status
+            code = exc.code if isinstance(exc.code, int) else 1
+        except Exception:  # `--debug` lets an internal error through, as a traceback
+            traceback.print_exc()
+            code = 1
+        sys.stdout.flush()  # the run may have wrapped them (a broken pipe)
+        sys.stderr.flush()
+    _assert_nothing_left_running(threads, handler)
+    return subprocess.CompletedProcess(
+        ["python", "-m", "app", *args], code, stdout.buffer.getvalue(), stderr.buffer.getvalue()
+    )
+
+
+@contextlib.contextmanager
+def _swapped_streams(stdin: IO[str], stdout: IO[str], stderr: IO[str]) -> Iterator[None]:
+    saved = sys.stdin, sys.stdout, sys.stderr
+    sys.stdin, sys.stdout, sys.stderr = stdin, stdout, stderr
+    try:
+        yield
+    finally:
+        sys.stdin, sys.stdout, sys.stderr = saved
+
+
+@contextlib.contextmanager
+def _environment(values: dict[str, str]) -> Iterator[None]:
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _assert_nothing_left_running(threads: set[threading.Thread], handler: object) -> None:
+    """A run in the test process must leave it as it found it, or a later test would see the rest."""
+    assert signal.getsignal(signal.SIGINT) is handler, "the run left its SIGINT handler installed"
+    for thread in set(threading.enumerate()) - threads:
+        thread.join(timeout=10)
+        assert not thread.is_alive(), f"the run left thread {thread.name!r} running"
+
+
+def run_cli_process(
     *args: str, input: bytes | None = None, timeout: float = 90
 ) -> subprocess.CompletedProcess:
-    """`python -m app ARGS` in a real subprocess, with the test's environment."""
-    env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "200", "NO_COLOR": "1"}
+    """`python -m app ARGS` in a real subprocess, with the test's environment: for what only a
+    process shows (the binary's exit status, signals, locks held by another process, a fresh
+    interpreter's imports)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), **CLI_ENV}
     return subprocess.run(
         [sys.executable, "-m", "app", *args],
         input=input if input is not None else b"",

@@ -6,6 +6,8 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import select
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -24,7 +26,7 @@ JOIN_TIMEOUT = 5.0
 class Reply:
     """One scripted response. Build it with the helpers below, not directly."""
 
-    kind: str  # message | error | raw | empty_choices | hang
+    kind: str  # message | error | raw | empty_choices | hang | sse
     content: str = ""
     tool_calls: tuple[tuple[str, str, str], ...] = ()  # (id, name, arguments JSON text)
     finish_reason: str | None = None
@@ -102,8 +104,14 @@ def empty_choices() -> Reply:
     return Reply("empty_choices")
 
 
+def sse(body: str) -> Reply:
+    """A 200 event stream whose body is `body` verbatim (error events, an empty stream, ...)."""
+    return Reply("sse", body=body, content_type="text/event-stream")
+
+
 def hang(seconds: float = 30.0) -> Reply:
-    """Accept the request and answer nothing for `seconds` (or until the server stops)."""
+    """Accept the request and answer nothing for `seconds` (or until the server stops or the
+    client hangs up)."""
     return Reply("hang", seconds=seconds)
 
 
@@ -128,9 +136,16 @@ class Recorded:
 class OpenAIServer:
     """Serves `POST /v1/chat/completions` from `script` (a queue) and records every request."""
 
-    def __init__(self, script: list[Reply] | None = None) -> None:
+    def __init__(
+        self, script: list[Reply] | None = None, quirks: frozenset[str] = frozenset()
+    ) -> None:
+        """`quirks`: real servers' behaviours to reproduce (QUIRKS, e.g. LLAMA_CPP_PYTHON)."""
         self.script: list[Reply] = list(script or [])
+        self.quirks = frozenset(quirks)
+        assert self.quirks <= QUIRKS, f"unknown quirks {self.quirks - QUIRKS}"
         self.requests: list[Recorded] = []
+        # Other routes (GET /v1/models, /props, POST /api/show, ...): (method, path) -> (status, JSON)
+        self.routes: dict[tuple[str, str], tuple[int, Any]] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._handlers: list[threading.Thread] = []
@@ -166,6 +181,12 @@ class OpenAIServer:
             f"{len(self.exhausted)} request(s) arrived after the script ran dry"
         )
         assert not self.script, f"{len(self.script)} scripted replies were never requested"
+
+    def route(self, method: str, path: str, body: Any, status: int = 200) -> OpenAIServer:
+        """Answer `method path` (any request but chat completions) with `body` as JSON, always."""
+        with self._lock:
+            self.routes[(method, path)] = (status, body)
+        return self
 
     def discard_unused(self) -> list[Reply]:
         """Take back the replies nobody asked for (e.g. a success scripted after a fatal error)."""
@@ -255,7 +276,11 @@ class _Handler(BaseHTTPRequestHandler):
             "headers": {k.lower(): v for k, v in self.headers.items()},
             "body": body,
         }
+        if self.owner.quirks and _play_quirk(self, body, recorded):
+            return
         reply = self.owner._next(recorded)
+        if reply is not None and _drops_tools(self.owner.quirks, body):
+            reply = _without_tools(reply)
         if reply is None:
             message = f"{EXHAUSTED}: request {len(self.owner.requests)} had no scripted reply"
             self._send(500, _error_body(message, "server_error", EXHAUSTED))
@@ -265,23 +290,45 @@ class _Handler(BaseHTTPRequestHandler):
         self._play(reply, stream, include_usage, str(body.get("model", "")))
 
     def _record_other(self) -> None:
+        length = int(self.headers.get("content-length") or 0)
+        raw_body = self.rfile.read(length).decode("utf-8", "replace") if length else ""
         with self.owner._lock:
+            routed = self.owner.routes.get((self.command, self.path))
             self.owner.requests.append(
-                Recorded(self.command, self.path, dict(self.headers), None, "not_found")
+                Recorded(
+                    self.command,
+                    self.path,
+                    dict(self.headers),
+                    raw_body or None,
+                    "route" if routed else "not_found",
+                )
             )
+        if routed:
+            self._send(routed[0], json.dumps(routed[1]))
+            return
         message = f"no route for {self.command} {self.path}"
         self._send(404, _error_body(message, "invalid_request_error", "not_found"))
+
+    def _hang(self, seconds: float) -> None:
+        """Answer nothing for `seconds`, until the server stops or the client hangs up (a client
+        that timed out closes its connection: then nobody waits for this handler any more)."""
+        end = time.monotonic() + seconds
+        while not self.owner._stopping.is_set() and (left := end - time.monotonic()) > 0:
+            readable, _, _ = select.select([self.connection], [], [], min(0.05, left))
+            if readable and not self.connection.recv(1, socket.MSG_PEEK):
+                return
 
     def _play(self, reply: Reply, stream: bool, include_usage: bool, model: str) -> None:
         completion_id = f"chatcmpl-{next(self.owner._ids)}"
         if reply.kind == "hang":
-            self.owner._stopping.wait(reply.seconds)
+            self._hang(reply.seconds)
             self.close_connection = True  # no response at all: the client must time out
             return
-        if reply.kind in {"error", "raw"}:
+        if reply.kind in {"error", "raw", "sse"}:
             self._send(reply.status, reply.body, reply.content_type, reply.headers)
         elif stream:
-            events = _chunks(reply, completion_id, model, include_usage)
+            chunks = _repeating_name_chunks if "repeat_name" in self.owner.quirks else _chunks
+            events = chunks(reply, completion_id, model, include_usage)
             self._send_stream([*(json.dumps(e) for e in events), "[DONE]"])
         elif reply.kind == "empty_choices":
             self._send(200, json.dumps(_completion(completion_id, model, [], None)))
@@ -411,3 +458,87 @@ def openai_server() -> Iterator[OpenAIServer]:
             f"{len(server.exhausted)} request(s) arrived after the script ran dry: "
             + "; ".join(str(r.messages[-1:]) for r in server.exhausted)
         )
+
+
+# --- real servers' quirks -----------------------------------------------------------------------
+# Each is what a server does, from its source or its issue tracker (README, "Which servers"):
+# - null_content_rejected: an assistant message with `content: null` is refused (llama-server since
+#   b5331 answers 500 "Expected 'content' to be a string or an array"; llama-cpp-python's chat
+#   templates concatenate the content and fail; Ollama and LM Studio answer 400).
+# - tools_need_tool_choice: without `tool_choice` the tools are left out of the prompt
+#   (llama-cpp-python's function-calling handlers treat a missing tool_choice like "none"), so the
+#   model answers in text, whatever it makes up.
+# - auto_stream_empty: a streamed request with tools and tool_choice "auto" gets a 200 with an
+#   empty stream (llama-cpp-python: automatic tool choice is not supported when streaming).
+# - repeat_name: streamed tool calls repeat the call's id and name in every chunk, with a
+#   `function_call` copy (llama-cpp-python's streamed function-call chunks).
+QUIRKS = frozenset(
+    {"null_content_rejected", "tools_need_tool_choice", "auto_stream_empty", "repeat_name"}
+)
+LLAMA_CPP_PYTHON = QUIRKS
+NULL_CONTENT_ERROR = "Expected 'content' to be a string or an array"
+INVENTED_ANSWER = "The answer is probably 20."
+
+
+def _play_quirk(handler: _Handler, body: Any, recorded: dict) -> bool:
+    """Answer the request the way the quirky server would, before the script is consulted; True
+    when it was answered (the script is left as it was)."""
+    quirks = handler.owner.quirks
+    if not isinstance(body, dict):
+        return False
+    messages = body.get("messages") or []
+    if "null_content_rejected" in quirks and any(m.get("content", "") is None for m in messages):
+        _record(handler.owner, recorded, "null_content_rejected")
+        handler._send(
+            500,
+            json.dumps(
+                {"error": {"code": 500, "message": NULL_CONTENT_ERROR, "type": "server_error"}}
+            ),
+        )
+        return True
+    automatic = body.get("tools") and body.get("tool_choice") == "auto"
+    if "auto_stream_empty" in quirks and body.get("stream") and automatic:
+        _record(handler.owner, recorded, "empty_stream")
+        handler._send_stream(["[DONE]"])
+        return True
+    return False
+
+
+def _record(server: OpenAIServer, recorded: dict, outcome: str) -> None:
+    with server._lock:
+        server.requests.append(Recorded(**recorded, outcome=outcome))
+
+
+def _drops_tools(quirks: frozenset[str], body: Any) -> bool:
+    return (
+        "tools_need_tool_choice" in quirks
+        and isinstance(body, dict)
+        and bool(body.get("tools"))
+        and "tool_choice" not in body
+    )
+
+
+def _without_tools(reply: Reply) -> Reply:
+    """What a model that never saw the tools says instead of the scripted calls."""
+    if not reply.tool_calls:
+        return reply
+    return text(reply.content or INVENTED_ANSWER, usage=reply.usage, chunks=reply.chunks)
+
+
+def _repeating_name_chunks(
+    reply: Reply, completion_id: str, model: str, include_usage: bool
+) -> Iterator[dict]:
+    """`_chunks`, except that every tool-call delta repeats the call's id and name and carries a
+    `function_call` copy, as llama-cpp-python streams them."""
+    for event in _chunks(reply, completion_id, model, include_usage):
+        for choice in event.get("choices", []):
+            for delta_call in choice.get("delta", {}).get("tool_calls") or []:
+                call_id, name, _ = reply.tool_calls[delta_call["index"]]
+                function = delta_call.setdefault("function", {})
+                function["name"] = name
+                delta_call |= {"id": call_id, "type": "function"}
+                choice["delta"]["function_call"] = {
+                    "name": name,
+                    "arguments": function.get("arguments", ""),
+                }
+        yield event

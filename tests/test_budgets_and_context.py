@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import itertools
 import json
 from pathlib import Path
 
@@ -43,14 +42,23 @@ def calculator_call(n: int) -> AIMessage:
     return ai_calls(call("calculator", {"expression": f"{n}+1"}, f"c{n}"))
 
 
+class TenSecondsPerCall(ScriptedChatModel):
+    """Every model call takes 10 s of the test's clock."""
+
+    now: float = 0.0
+
+    def _generate(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        self.now += 10
+        return super()._generate(*args, **kwargs)
+
+
 def test_time_budget_ends_the_turn_in_finalize(tmp_path: Path):
-    clock = itertools.count(start=0, step=10).__next__  # every check is 10 s later
-    model = ScriptedChatModel(script=[calculator_call(1), calculator_call(2), "partial answer"])
+    model = TenSecondsPerCall(script=[calculator_call(1), calculator_call(2), "partial answer"])
     context = AgentContext(
         model=model,
         tools=default_tools(tmp_path),
         max_seconds=15,
-        clock=lambda: float(clock()),
+        clock=lambda: model.now,
         sleep=lambda s: None,
     )
     values = run(context, "count")

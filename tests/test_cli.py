@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -11,8 +12,10 @@ import time
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
-from tests.conftest import REPO, run_cli
+from tests.cli_boundary import invoke
+from tests.conftest import CLI_ENV, REPO, run_cli, run_cli_process
 from tests.fakes import TOOL_NAMES
 
 
@@ -107,6 +110,35 @@ def test_bad_input_gets_a_clear_error_and_writes_nothing(isolated):
     assert json.loads(run_cli("threads", "list", "--json").stdout) == []
 
 
+def test_a_workspace_that_is_a_file_is_a_config_error_naming_it(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+):
+    notes = isolated / "notes.txt"
+    notes.write_text("mine")
+    cases = [
+        (["--workspace", str(notes)], f"the workspace {notes} is a file, not a directory"),
+        (["--workspace", str(notes / "sub")], f"{notes} is a file, not a directory"),
+    ]
+    for flags, message in cases:
+        outcome = invoke("chat", "-t", "w", *flags, "-m", "what is 1 plus 1")
+        assert outcome.internal_error is None, outcome.internal_error
+        assert (outcome.code, message in outcome.stderr) == (3, True), outcome.stderr
+    monkeypatch.setenv("APP_WORKSPACE", str(notes))
+    outcome = invoke("chat", "-t", "w", "-m", "what is 1 plus 1")
+    assert outcome.internal_error is None, outcome.internal_error
+    assert outcome.code == 3 and "APP_WORKSPACE" in outcome.stderr
+    assert notes.read_text() == "mine"
+
+
+def test_a_binary_env_file_is_a_config_error_naming_it(isolated: Path):
+    (isolated / ".env").write_bytes(b"\xff\xfeA\x00P\x00P\x00_\x00")
+    for args in (["threads", "list"], ["chat", "-t", "e", "-m", "what is 1 plus 1"]):
+        outcome = invoke(*args)
+        assert outcome.internal_error is None, outcome.internal_error
+        assert outcome.code == 3
+        assert f"the settings file {isolated / '.env'} is not UTF-8 text" in outcome.stderr
+
+
 def test_unwritable_database_location_is_a_clear_error(isolated: Path):
     blocker = isolated / "file"
     blocker.write_text("x")
@@ -145,6 +177,68 @@ def test_ctrl_c_in_one_shot_exits_130_and_the_thread_stays_usable(isolated: Path
     assert "interrupted" not in after.stderr.decode()  # the interrupted turn was already closed
 
 
+PAUSE_AT_IMPORT = "tests.scripts.pause_at_import"
+
+
+def test_ctrl_c_at_any_point_of_start_up_exits_130_with_one_line():
+    """Importing the CLI takes most of a second: a Ctrl-C while the entry point imports typer or the
+    CLI, or while a command imports what it needs, is the same clean exit as one during a turn."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1"}
+    for module in ("typer", "rich.console", "app.cli_time", "app.config", "app.threads"):
+        notify_read, notify_write = os.pipe()
+        process = subprocess.Popen(
+            [sys.executable, "-m", PAUSE_AT_IMPORT, module, str(notify_write), "threads", "list"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            pass_fds=[notify_write],
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
+        os.close(notify_write)
+        with os.fdopen(notify_read, "rb") as notified:
+            paused = notified.read()  # EOF once the child wrote and closed its end, or died
+        if paused == b"paused\n":
+            process.send_signal(signal.SIGINT)
+        process.wait(timeout=60)  # stdin stays open until then: the pause ends by the signal only
+        stdout, stderr = process.communicate()
+        assert paused == b"paused\n", (module, stderr.decode())
+        assert (process.returncode, stdout, stderr) == (130, b"", b"interrupted\n"), module
+
+
+def test_the_real_binary_exits_and_prints_as_the_in_process_runner_does(isolated: Path):
+    """Every other CLI test runs the entry point in the test process (`run_cli`); this runs it as
+    `python -m app` with stdin a pipe: the same exit statuses, and the same bytes out."""
+    (isolated / "a-directory").mkdir()
+    cases = [
+        (["chat", "-t", "p"], b"what is 2 plus 3\n", 0),  # piped stdin is the message
+        (["chat", "-t", "p"], b"", 2),  # ... and must not be empty
+        (["history", "-t", "missing"], None, 2),  # an AppError
+        (["chat", "-t", "p", "--model", "nonsense", "-m", "hi"], None, 3),
+        (["chat", "--bogus"], None, 2),  # click's usage error
+        (["doctor", "--db", str(isolated / "a-directory")], None, 1),  # typer.Exit(1)
+    ]
+    for args, stdin, code in cases:
+        real = run_cli_process(*args, input=stdin)
+        here = run_cli(*args, input=stdin)
+        assert real.returncode == here.returncode == code, (args, real.stderr.decode())
+        assert real.stdout == here.stdout, args
+        if code == 0:  # the answer's tool card on stderr shows how long the tool took
+            assert real.stdout == b"2 + 3 = 5\n", real.stderr.decode()
+        else:
+            assert real.stderr == here.stderr, args
+
+
+def test_each_run_renders_for_its_own_terminal(monkeypatch):
+    """rich reads COLUMNS (and NO_COLOR, and whether it writes to a terminal) when a Console is made:
+    the CLI's consoles belong to one run, not to the first run in the process."""
+    wide = run_cli("tools").stdout.decode().splitlines()
+    monkeypatch.setitem(CLI_ENV, "COLUMNS", "60")
+    narrow = run_cli("tools").stdout.decode().splitlines()
+    assert max(map(len, wide)) > 60
+    assert max(map(len, narrow)) <= 60 and len(narrow) > len(wide)
+
+
 def test_help_lists_every_command():
     result = run_cli("--help")
     assert result.returncode == 0
@@ -169,11 +263,8 @@ def test_tools_lists_every_tool_with_its_schema():
 
 LOADED_AFTER = """
 import sys
-from app.cli import app
-try:
-    app(sys.argv[1:], prog_name="waypoint")
-except SystemExit:
-    pass
+from app.__main__ import run
+run(sys.argv[1:])
 print(",".join(m for m in ("langgraph.graph", "langchain_openai", "app.chat") if m in sys.modules))
 """
 
@@ -215,3 +306,99 @@ def test_a_missing_extra_is_named_with_its_install_command():
         assert result.returncode == 3, stderr
         assert f"pip install -e '.[{extra}]'" in stderr  # brackets printed, not read as markup
         assert "Traceback" not in stderr
+
+
+def test_jsonl_error_events_carry_a_traceback_only_with_debug(monkeypatch: pytest.MonkeyPatch):
+    def broken(expression: str) -> str:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr("tools.calculator.tool.evaluate", broken)
+    plain = invoke("chat", "-t", "j", "--jsonl", "-m", "what is 6 times 7")
+    debug = invoke("--debug", "chat", "-t", "k", "--jsonl", "-m", "what is 6 times 7")
+    for outcome, with_traceback in ((plain, False), (debug, True)):
+        assert outcome.internal_error is None, outcome.internal_error
+        assert outcome.code == 1  # the turn failed in failure_handler; the thread goes on
+        events = [json.loads(line) for line in outcome.stdout.splitlines()]
+        [error] = [e for e in events if e["event"] == "error"]
+        assert ("traceback" in error) is with_traceback
+        assert ("Traceback (most recent call last)" in outcome.stdout) is with_traceback
+        assert (error["node"], error["error"]) == ("tools", "RuntimeError: boom")
+
+
+def test_an_empty_thread_id_is_invalid_not_a_new_thread():
+    outcome = invoke("chat", "--thread", "", "-m", "what is 1 plus 1")
+    assert outcome.internal_error is None, outcome.internal_error
+    assert outcome.code == 2
+    assert "invalid thread id ''" in outcome.stderr
+    assert json.loads(invoke("threads", "list", "--json").stdout) == []
+
+
+NASTY = "bad\nname\x1b[2J\u202e.txt"  # a newline, an escape sequence, a right-to-left override
+NASTY_SHOWN = "bad\\nname\\x1b[2J\\u202e.txt"
+
+
+def test_file_names_with_control_characters_are_escaped_in_cards_and_errors(isolated: Path):
+    """Tool cards (the call, the result, an error) show such a name on one line, with no raw
+    escape codes; the file itself keeps its real name."""
+    from app.chat import ChatSession
+    from app.config import load_settings
+    from app.context import make_context
+    from app.render import ConsoleRenderer
+    from app.store import open_checkpointer
+    from tests.fakes import ScriptedChatModel, ai_calls, call
+
+    model = ScriptedChatModel(
+        script=[
+            ai_calls(call("write_file", {"path": NASTY, "content": "x"}, "c1")),
+            ai_calls(call("read_file", {"path": f"missing{NASTY}"}, "c2")),
+            "done",
+        ]
+    )
+    settings = load_settings(approve="auto")
+    out, err = io.StringIO(), io.StringIO()
+    with open_checkpointer(settings.db) as saver:
+        session = ChatSession(settings, saver, "n", make_context(settings, model, "auto"))
+        session.run_turn("go", ConsoleRenderer(Console(file=out), Console(file=err, width=200)))
+    shown = err.getvalue()
+    assert "\x1b" not in shown and "\u202e" not in shown
+    assert f"wrote 1 bytes to {NASTY_SHOWN} (created)" in shown
+    assert f"file 'missing{NASTY_SHOWN}' does not exist" in shown
+    assert not any(line.lstrip("│ ").startswith("name") for line in shown.splitlines())
+    assert (isolated / "workspace" / NASTY).read_text() == "x"
+
+
+def test_a_path_with_control_characters_is_escaped_in_errors_and_notices(isolated: Path):
+    from app.workspace_sync import WorkspaceReport
+
+    nasty = isolated / NASTY
+    nasty.write_text("a file, not a directory")
+    outcome = invoke("chat", "-t", "e", "--workspace", str(nasty), "-m", "what is 1 plus 1")
+    assert outcome.code == 3
+    [line] = outcome.stderr.splitlines()
+    assert f"the workspace {isolated / NASTY_SHOWN} is a file" in line
+    assert "\x1b" not in outcome.stderr
+
+    report = WorkspaceReport(written=[NASTY], removed=[NASTY], conflicts=[NASTY])
+    assert [line.split(" ")[:2] for line in report.lines()] == [
+        ["restored", NASTY_SHOWN],
+        ["removed", NASTY_SHOWN],
+        ["left", NASTY_SHOWN],
+    ]
+
+
+def test_overlong_database_and_workspace_names_are_config_errors(isolated: Path):
+    long_name = "n" * 300
+    cases = [
+        (
+            ["threads", "list", "--db", str(isolated / f"{long_name}.sqlite")],
+            "cannot use the database",
+        ),
+        (
+            ["chat", "-t", "w", "--workspace", str(isolated / long_name), "-m", "what is 1 plus 1"],
+            "cannot be used: File name too long",
+        ),
+    ]
+    for args, message in cases:
+        outcome = invoke(*args)
+        assert outcome.internal_error is None, outcome.internal_error
+        assert (outcome.code, message in outcome.stderr) == (3, True), outcome.stderr

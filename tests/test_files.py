@@ -156,6 +156,35 @@ def test_overlong_name_is_a_tool_error_not_an_os_error(ws: Workspace) -> None:
         ws.write("a" * 300, "x")
 
 
+@pytest.mark.parametrize(
+    "path",
+    ["a" * 256, "é" * 128, f"notes/{'b' * 300}.txt", f"{'d' * 300}/x.txt", "x/" * 2100 + "y"],
+    ids=["256-ascii", "256-utf8", "file-in-dir", "dir", "path-over-4095"],
+)
+def test_a_name_over_255_bytes_is_a_tool_error_in_every_file_tool(ws: Workspace, path: str) -> None:
+    """The tools and the approval check look at the path before using it: an OSError there
+    (ENAMETOOLONG from a stat) used to escape the tool's error handling and fail the turn."""
+    tools = tools_by_name(ws)
+    calls = {
+        "read_file": {"path": path},
+        "write_file": {"path": path, "content": "x"},
+        "edit_file": {"path": path, "old_text": "a", "new_text": "b"},
+        "list_files": {"path": path},
+    }
+    for name, args in calls.items():
+        with pytest.raises(ToolInputError, match="too long"):
+            tools[name].invoke(args)
+    assert tools["write_file"].metadata["risk"]({"path": path}) is None
+    assert ws.list() == []
+
+
+def test_a_path_with_lone_surrogates_is_a_tool_error(ws: Workspace) -> None:
+    tools = tools_by_name(ws)
+    with pytest.raises(ToolInputError, match="lone surrogates"):
+        tools["write_file"].invoke({"path": "a\ud800.txt", "content": "x"})
+    assert tools["write_file"].metadata["risk"]({"path": "a\ud800.txt"}) is None
+
+
 # --- symlinks, hard links and special files ---------------------------------------------------
 
 
@@ -473,3 +502,31 @@ def test_a_symlink_swap_race_never_reaches_outside(ws: Workspace, root: Path, tm
     assert "SECRET" not in seen
     assert (secret_dir / "f.txt").read_text() == "SECRET"
     assert sorted(p.name for p in secret_dir.iterdir()) == ["f.txt"]
+
+
+def test_names_with_control_characters_are_escaped_in_what_the_tools_say(ws: Workspace) -> None:
+    """A newline or an escape sequence in a name is shown as \\n or \\x1b (the way the model writes
+    it in JSON arguments), so a result or an error stays one line; the file keeps its real name."""
+    tools = tools_by_name(ws)
+    name, shown = "a\nb\x1b[31m.txt", "a\\nb\\x1b[31m.txt"
+    result = tools["write_file"].invoke(
+        {
+            "name": "write_file",
+            "args": {"path": name, "content": "x"},
+            "id": "c1",
+            "type": "tool_call",
+        }
+    )
+    assert result.content == f"wrote 1 bytes to {shown} (created)"
+    assert result.artifact["path"] == name  # the journal keeps the real name
+    assert ws.read(name) == "x"
+    assert tools["list_files"].invoke({}) == f"{shown}  1 bytes"
+    assert tools["write_file"].metadata["risk"]({"path": name}) == (
+        f"overwrites the existing file '{shown}'"
+    )
+    with pytest.raises(ToolNotFoundError) as missing:
+        tools["read_file"].invoke({"path": f"missing-{name}"})
+    assert f"file 'missing-{shown}' does not exist" in str(missing.value)
+    with pytest.raises(ToolInputError) as outside:
+        tools["read_file"].invoke({"path": f"../{name}"})
+    assert f"path '../{shown}' is outside" in str(outside.value)

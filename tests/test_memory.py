@@ -35,7 +35,7 @@ from app.memory import (
 from app.store import open_checkpointer
 from graphs.react.graph import build_graph, recursion_limit
 from graphs.state import AgentContext, turn_input
-from tests.conftest import REPO
+from tests.conftest import REPO, run_cli
 from tests.db_helpers import execute
 from tests.fakes import ScriptedChatModel, ai_calls, call
 from tools.errors import ToolError, ToolInputError, ToolLimitError
@@ -46,9 +46,6 @@ FACTS = [
     "The user's favourite food is sushi",
     "The user works as a data engineer at Acme",
 ]
-# Until `app.cli` imports app.cli_memory, `python -m app memory` does not exist; this runs the real
-# entry point (and its error boundary) with the commands registered. Same output as `python -m app`.
-MEMORY_CLI = "import app.cli_memory; from app.__main__ import main; main()"
 
 
 @pytest.fixture
@@ -60,17 +57,6 @@ def memory(database: str) -> Iterator[MemoryStore]:
 
 def texts(items: list) -> list[str]:
     return [item.text for item in items]
-
-
-def run_memory_cli(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "200", "NO_COLOR": "1"}
-    return subprocess.run(
-        [sys.executable, "-c", MEMORY_CLI, "memory", *args],
-        input=b"",
-        capture_output=True,
-        timeout=90,
-        env=env,
-    )
 
 
 # Facts ------------------------------------------------------------------------------------------
@@ -302,7 +288,7 @@ def test_memory_persists_across_processes_in_the_checkpoint_database(db_path: Pa
     )
     assert first.returncode == 0, first.stderr.decode()
 
-    second = run_memory_cli("search", "what is my dog called", "--user", "first.last", "--json")
+    second = run_cli("memory", "search", "what is my dog called", "--user", "first.last", "--json")
     assert second.returncode == 0, second.stderr.decode()
     [hit] = json.loads(second.stdout)
     assert hit["text"] == "The user's dog is called Rex"
@@ -599,7 +585,7 @@ def test_cli_bad_input_is_a_clear_error(memory: MemoryStore):
 
 
 def test_cli_errors_through_the_real_entry_point():
-    result = run_memory_cli("list", "--user", "../etc")
+    result = run_cli("memory", "list", "--user", "../etc")
     assert result.returncode == 2
     assert result.stdout == b""
     assert result.stderr.decode().startswith("error: invalid user '../etc'")

@@ -42,6 +42,7 @@ REWORDED: list[tuple[Any, str, str]] = [
         "{next_number}.",
     ),
     (graphs.plan.nodes, "INVALID_PLAN_INSTRUCTION", "[reworded invalid plan] {error}"),
+    (graphs.plan.nodes, "EMPTY_PLAN", "[reworded empty plan] none at all? send it again if so"),
     (graphs.plan.nodes, "SYNTHESIZE_INSTRUCTION", "[reworded synthesize] Reply now."),
     (graphs.shared.closing, "FINAL_ANSWER_INSTRUCTION", "[reworded final answer] Stop; reply."),
     (graphs.reflexion.nodes, "EVALUATE_PROMPT", "[reworded evaluate] Was it right?"),
@@ -50,8 +51,9 @@ REWORDED: list[tuple[Any, str, str]] = [
     (graphs.routed.nodes, "CLASSIFY_PROMPT", "[reworded classify] Which path?"),
     (graphs.routed.nodes, "SMALL_TALK_INSTRUCTION", "[reworded small talk] Be nice."),
 ]
-# Not reached by the offline model's turns below: its plans are always valid.
-NOT_REACHED = {"INVALID_PLAN_INSTRUCTION"}
+# Not reached by the offline model's turns below. Its plans are always valid; an empty one (a turn
+# that needs no tool) is questioned once (EMPTY_PLAN, through INVALID_PLAN_INSTRUCTION).
+NOT_REACHED: set[str] = set()
 
 NAME_TURNS = ["my name is Ada", "what is 1 plus 1", "weather in Paris and Tokyo", "what's my name?"]
 COMPARISON = "weather in Paris and London tomorrow, which is warmer?"

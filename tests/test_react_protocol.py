@@ -3,6 +3,7 @@ and whole turns through the real graph with a scripted inner model."""
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -20,10 +21,12 @@ from langchain_core.messages import (
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import Field
+from rich.console import Console
 
 from app.models.react import (
     FORMAT_HINT,
     OBSERVATION_STOP,
+    UNPARSED,
     ParsedAction,
     ReActChatModel,
     ReActTool,
@@ -31,6 +34,7 @@ from app.models.react import (
     react_system_prompt,
     wrap_react,
 )
+from app.render import ConsoleRenderer
 from graphs.react.graph import build_graph, recursion_limit
 from graphs.state import AgentContext, turn_input
 from tests.fakes import TOOL_NAMES, ScriptedChatModel, call
@@ -527,7 +531,10 @@ def test_graph_gives_up_after_the_retry_budget_when_replies_stay_malformed(
     assert values["status"] == "failed"
     assert values["last_error"]["kind"] == "tool"
     final = values["messages"][-1]
-    assert final.content.startswith("The tool calls kept failing after 3 attempts")
+    assert final.content.startswith("The model's replies stayed malformed (neither a readable")
+    assert "after 3 attempts (retry budget 2)" in final.content
+    assert "Action Input is not valid JSON" in final.content  # the real cause, named
+    assert "try a larger model, or the other --tool-protocol" in final.content
     requests = [m for m in values["messages"] if isinstance(m, AIMessage) and m.invalid_tool_calls]
     ids = [m.invalid_tool_calls[0]["id"] for m in requests]
     answered = [m.tool_call_id for m in values["messages"] if isinstance(m, ToolMessage)]
@@ -549,3 +556,55 @@ def test_graph_streams_the_answer_not_the_inner_protocol_text(tools: list[BaseTo
     assert {c.id for c in chunks if "42" in str(c.content)} == {answer.id}
     assert answer.content == "It is 42."
     assert values["status"] == "answered"
+
+
+# --- a weak model that reasons but never acts nor answers ------------------------------------------
+
+THINKING = "Thought: 6 times 7 is 42, I am quite sure of it."
+
+
+def test_a_reply_that_only_thinks_is_the_answer_after_the_parse_retries(
+    tools: list[BaseTool],
+) -> None:
+    inner = ScriptedChatModel(script=[THINKING, THINKING, THINKING])
+
+    values, events = run_turn(wrap_react(inner), tools)
+
+    step = ["agent", "tools", "retry"]
+    assert nodes(events) == [*step, *step, "agent"]
+    answer = values["messages"][-1]
+    assert (values["status"], answer.content) == (
+        "answered",
+        "6 times 7 is 42, I am quite sure of it.",
+    )
+    assert answer.response_metadata[UNPARSED] is True
+    assert (answer.tool_calls, answer.invalid_tool_calls) == ([], [])
+    corrections = [m for m in values["messages"] if isinstance(m, ToolMessage)]
+    assert len(corrections) == 2
+    assert all("neither an Action nor a Final Answer" in m.content for m in corrections)
+    inner.assert_done()
+
+
+def test_a_reply_that_only_thinks_is_corrected_first_and_a_later_action_runs(
+    tools: list[BaseTool],
+) -> None:
+    inner = ScriptedChatModel(script=[THINKING, GOOD_ACTION, THINKING, "Final Answer: 42"])
+
+    values, _ = run_turn(wrap_react(inner), tools)
+
+    assert values["messages"][-1].content == "42"
+    assert not any(
+        m.response_metadata.get(UNPARSED) for m in values["messages"] if isinstance(m, AIMessage)
+    )
+    inner.assert_done()
+
+
+def test_an_unparsed_answer_is_shown_with_a_notice() -> None:
+    out, err = io.StringIO(), io.StringIO()
+    renderer = ConsoleRenderer(Console(file=out, width=100), Console(file=err, width=100))
+    reply = AIMessage("It is 42.", id="a1", response_metadata={UNPARSED: True})
+
+    renderer.event("updates", {"agent": {"messages": [reply]}})
+
+    assert out.getvalue() == "It is 42.\n"
+    assert "shown as the answer, as written" in " ".join(err.getvalue().split())

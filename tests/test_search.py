@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +10,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from tests.conftest import REPO
+from tests.conftest import run_cli
 from tools.errors import ToolError
 from tools.search import (
     DdgsBackend,
@@ -384,13 +383,7 @@ def test_make_backend_by_name(tmp_path: Path):
 
 
 def corpus_cli(*args: str) -> subprocess.CompletedProcess:
-    """`python -m app corpus ARGS` as tests.conftest.run_cli runs it; importing app.cli_corpus first
-    registers the sub-command even before app.cli imports it."""
-    boot = "import sys, app.cli_corpus; from app.__main__ import main; sys.argv[0] = 'app'; main()"
-    env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "200", "NO_COLOR": "1"}
-    return subprocess.run(
-        [sys.executable, "-c", boot, "corpus", *args], capture_output=True, timeout=90, env=env
-    )
+    return run_cli("corpus", *args)
 
 
 def test_cli_add_list_search_remove_round_trip(docs: Path, db_path: Path):

@@ -372,8 +372,9 @@ def test_reflexion_does_not_start_another_trial_with_the_time_budget_spent(tools
             "Out of time: I could not check the forecast.",
         ]
     )
-    # The attempt's agent reads the clock at +6 s, the evaluation at +12 s: over the 10 s budget.
-    run = Run("reflexion", model, tools, max_seconds=10, clock=_clock_moving_by(6))
+    # The attempt's agent reads the clock at +4 s (its model call's deadline) and +8 s (the budget),
+    # the evaluation at +12 s: over the 10 s budget.
+    run = Run("reflexion", model, tools, max_seconds=10, clock=_clock_moving_by(4))
 
     values = run.send("weather in Paris?")
 

@@ -89,6 +89,30 @@ CASES: dict[Callable, list[tuple[str, dict, str]]] = {
         ),
         ("fatal model error", state(last_error=error("model_fatal")), "failure_handler"),
         (
+            "transient model error, the turn's budget spent",
+            state(last_error=error("model_transient"), budget_exhausted="time"),
+            "finalize",
+        ),
+        (
+            "transient model error, budget and retries spent",
+            state(
+                last_error=error("model_transient"),
+                budget_exhausted="time",
+                retry_count=MAX_RETRIES,
+            ),
+            "finalize",
+        ),
+        (
+            "overflow, the turn's budget spent",
+            state(*TWO_TURNS, last_error=error("context_overflow"), budget_exhausted="time"),
+            "summarize",
+        ),
+        (
+            "fatal model error, the turn's budget spent",
+            state(last_error=error("model_fatal"), budget_exhausted="time"),
+            "failure_handler",
+        ),
+        (
             "third identical call",
             state(
                 *ONE_TURN,

@@ -121,7 +121,8 @@ def test_lessons_reach_long_term_memory_and_a_later_thread():
             session.run_turn("what is the weather in Oslo", quiet())
         saved = [i.text for i in memory.list("alice", kind="experiences")]
     assert any(lesson in text and text.startswith("lesson for:") for text in saved)
-    assert lesson in later.calls[0][0].content  # the later thread's system prompt
+    # The later thread gets it with the user's message; its system prompt stays the fixed one.
+    assert lesson in later.calls[0][-1].content and lesson not in later.calls[0][0].content
     first.assert_done()
 
 

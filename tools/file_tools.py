@@ -10,7 +10,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field
 
 from tools.errors import ToolError
-from tools.files import Entry, Listing, Workspace
+from tools.files import Entry, Listing, Workspace, printable
 
 PATH_HELP = "File path relative to the workspace root, e.g. 'notes/a.txt'."
 FILE_WRITING_TOOLS = frozenset({"write_file", "edit_file"})
@@ -46,7 +46,7 @@ def format_listing(listing: Listing) -> str:
 
 
 def _format_entry(entry: Entry) -> str:
-    name = entry.name if entry.name.isprintable() else repr(entry.name)
+    name = printable(entry.name)
     if entry.kind == "dir":
         return f"{name}/  (dir)"
     if entry.kind == "file":
@@ -61,8 +61,7 @@ def current_text(workspace: Workspace, path: str) -> tuple[str | None, bool]:
     try:
         return workspace.read(path), True
     except ToolError:
-        exists = (workspace.root / Workspace.normalize(path)).exists()
-        return None, not exists
+        return None, not workspace.exists(path)
 
 
 def make_file_tools(workspace: Workspace) -> list[BaseTool]:
@@ -77,14 +76,14 @@ def make_file_tools(workspace: Workspace) -> list[BaseTool]:
         previous, known = current_text(workspace, path)
         result = workspace.write(path, content)
         outcome = "created" if result.created else "replaced"
-        message = f"wrote {result.bytes_written} bytes to {result.path} ({outcome})"
+        message = f"wrote {result.bytes_written} bytes to {printable(result.path)} ({outcome})"
         return message, journal(result.path, content, previous, known)
 
     def edit_file(path: str, old_text: str, new_text: str) -> tuple[str, dict]:
         """Replace one exact snippet of a workspace file with new text (read_file it first)."""
         result, before = workspace.edit(path, old_text, new_text)
         after = before.replace(old_text, new_text, 1)
-        return f"edited {result.path} ({result.bytes_written} bytes now)", journal(
+        return f"edited {printable(result.path)} ({result.bytes_written} bytes now)", journal(
             result.path, after, before, True
         )
 
@@ -92,13 +91,16 @@ def make_file_tools(workspace: Workspace) -> list[BaseTool]:
         """List the files and folders in a workspace directory."""
         return format_listing(workspace.list(path))
 
+    def edit_risk(args: dict) -> str:
+        return f"edits the file '{printable(str(args.get('path', '')))}'"
+
     def overwrite_risk(args: dict) -> str | None:
         path = str(args.get("path", ""))
         try:
-            exists = (workspace.root / Workspace.normalize(path)).exists()
+            exists = workspace.exists(path)
         except ToolError:
             return None  # the tool itself will refuse the path
-        return f"overwrites the existing file '{path}'" if exists else None
+        return f"overwrites the existing file '{printable(path)}'" if exists else None
 
     return [
         StructuredTool.from_function(read_file, args_schema=ReadFileArgs),
@@ -112,7 +114,7 @@ def make_file_tools(workspace: Workspace) -> list[BaseTool]:
             edit_file,
             args_schema=EditFileArgs,
             response_format="content_and_artifact",
-            metadata={"risk": lambda args: f"edits the file '{args.get('path', '')}'"},
+            metadata={"risk": edit_risk},
         ),
         StructuredTool.from_function(list_files, args_schema=ListFilesArgs),
     ]

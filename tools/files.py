@@ -29,6 +29,10 @@ _TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXE
 _FILE_MODE = 0o600
 _DIR_MODE = 0o700
 _DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+# Linux's NAME_MAX and PATH_MAX: checked up front, so an overlong name is refused with the same clear
+# error on every path (a stat of it raises ENAMETOOLONG, outside any tool's error handling).
+MAX_NAME_BYTES = 255
+MAX_PATH_BYTES = 4095
 
 EntryKind = Literal["file", "dir", "symlink", "other"]
 
@@ -79,7 +83,7 @@ class Workspace:
     def read(self, path: str) -> str:
         """Return the text of a regular, singly linked, UTF-8 file of at most max_read_bytes."""
         parts = _split(path, allow_root=False)
-        shown = "/".join(parts)
+        shown = printable("/".join(parts))
         with _os_errors_as_tool_errors(shown, "read"):
             dir_fd = self._open_dir(parts[:-1])
             try:
@@ -108,7 +112,8 @@ class Workspace:
     def write(self, path: str, content: str) -> WriteResult:
         """Create or atomically replace a file (mode 0o600), creating missing parent directories."""
         parts = _split(path, allow_root=False)
-        shown = "/".join(parts)
+        normalized = "/".join(parts)
+        shown = printable(normalized)
         try:
             data = content.encode("utf-8")
         except UnicodeEncodeError:
@@ -129,7 +134,7 @@ class Workspace:
                 _replace_atomically(dir_fd, name, data, shown)
             finally:
                 os.close(dir_fd)
-        return WriteResult(path=shown, bytes_written=len(data), created=created)
+        return WriteResult(path=normalized, bytes_written=len(data), created=created)
 
     def edit(self, path: str, old: str, new: str) -> tuple[WriteResult, str]:
         """Replace the one exact occurrence of `old`; returns the write and the text before it."""
@@ -137,7 +142,7 @@ class Workspace:
             raise ToolInputError("old_text is empty; copy the exact text to replace from read_file")
         before = self.read(path)
         count = before.count(old)
-        shown = "/".join(_split(path, allow_root=False))
+        shown = printable("/".join(_split(path, allow_root=False)))
         if count == 0:
             raise ToolNotFoundError(
                 f"the text to replace was not found in '{shown}'; read_file it and copy the exact "
@@ -153,7 +158,7 @@ class Workspace:
     def remove(self, path: str) -> None:
         """Delete a regular, singly linked file (used when time travel undoes a file's creation)."""
         parts = _split(path, allow_root=False)
-        shown = "/".join(parts)
+        shown = printable("/".join(parts))
         with _os_errors_as_tool_errors(shown, "remove"):
             dir_fd = self._open_dir(parts[:-1])
             try:
@@ -167,10 +172,26 @@ class Workspace:
         """The canonical form of a workspace path ('./a//b.txt' -> 'a/b.txt'); ToolError if invalid."""
         return "/".join(_split(path, allow_root=False))
 
+    def exists(self, path: str) -> bool:
+        """Whether anything (even a symlink, never followed) is at `path`; False when it cannot be
+        looked at. ToolError if the path itself is invalid."""
+        parts = _split(path, allow_root=False)
+        try:
+            dir_fd = self._open_dir(parts[:-1])
+        except (ToolError, OSError):
+            return False
+        try:
+            os.stat(parts[-1], dir_fd=dir_fd, follow_symlinks=False)
+        except OSError:
+            return False
+        finally:
+            os.close(dir_fd)
+        return True
+
     def list(self, path: str = ".") -> Listing:
         """Return the entries of a directory sorted by name, hidden ones included, capped."""
         parts = _split(path, allow_root=True)
-        shown = "/".join(parts) or "."
+        shown = printable("/".join(parts)) or "."
         with _os_errors_as_tool_errors(shown, "list"):
             dir_fd = self._open_dir(parts)
             try:
@@ -191,7 +212,7 @@ class Workspace:
             ) from None
         try:
             for depth, name in enumerate(parts):
-                shown = "/".join(parts[: depth + 1])
+                shown = printable("/".join(parts[: depth + 1]))
                 next_fd = _open_subdir(fd, name, shown, create=create)
                 os.close(fd)
                 fd = next_fd
@@ -199,6 +220,19 @@ class Workspace:
             os.close(fd)
             raise
         return fd
+
+
+def printable(text: str, keep: str = "") -> str:
+    """`text` safe to show: control and other unprintable characters (a newline in a file name,
+    ESC, a right-to-left override) escaped as \\n, \\x1b, \\u202e, except those in `keep`. The model
+    reads the same escapes it writes in JSON arguments; the terminal shows each name on one line.
+    (app/errors.py has the same rule for the app's own messages.)"""
+    if text.isprintable():
+        return text
+    return "".join(
+        c if c.isprintable() or c in keep else c.encode("unicode_escape").decode("ascii")
+        for c in text
+    )
 
 
 def _split(path: str, *, allow_root: bool) -> list[str]:
@@ -213,17 +247,36 @@ def _split(path: str, *, allow_root: bool) -> list[str]:
         )
     if path.startswith("/"):
         raise ToolInputError(
-            f"path '{path}' is absolute; use a path relative to the workspace root"
+            f"path '{printable(path)}' is absolute; use a path relative to the workspace root"
         )
     parts = [part for part in path.split("/") if part not in ("", ".")]
     if ".." in parts:
         raise ToolInputError(
-            f"path '{path}' is outside the workspace; use a path relative to the workspace root"
+            f"path '{printable(path)}' is outside the workspace; use a path relative to the "
+            "workspace root"
         )
     if not parts and not allow_root:
         raise ToolInputError(
-            f"path '{path}' is the workspace directory itself; give a file path such as "
-            "'notes.txt', or use list_files to see what is there"
+            f"path '{printable(path)}' is the workspace directory itself; give a file path such "
+            "as 'notes.txt', or use list_files to see what is there"
+        )
+    try:
+        sizes = [len(part.encode("utf-8")) for part in parts]
+    except UnicodeEncodeError:
+        raise ToolInputError(
+            "path contains characters that cannot be encoded as UTF-8 (lone surrogates); "
+            "remove them and try again"
+        ) from None
+    for part, size in zip(parts, sizes, strict=True):
+        if size > MAX_NAME_BYTES:
+            raise ToolInputError(
+                f"the name '{printable(part[:40])}…' is too long ({size} bytes; file and "
+                f"directory names are limited to {MAX_NAME_BYTES}); use a shorter name"
+            )
+    if sum(sizes) + len(sizes) > MAX_PATH_BYTES:
+        raise ToolInputError(
+            f"path '{printable(path[:40])}…' is too long (over {MAX_PATH_BYTES} bytes); use a "
+            "shorter path"
         )
     return parts
 

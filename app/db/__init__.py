@@ -13,6 +13,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from app.db.base import Database
 from app.db.location import DatabaseLocation, parse_location
+from app.db.strict import UnreadableCheckpointError, unreadable
 from app.errors import ConfigError
 
 DbRef = str | Path | DatabaseLocation
@@ -39,6 +40,10 @@ def open_database(db: DbRef, busy_timeout: float = 5.0) -> Iterator[Database]:
         _OPEN[database.saver] = database
         try:
             yield database
+        except UnreadableCheckpointError as exc:
+            # The one boundary for a tampered or damaged checkpoint that a command read without
+            # checking itself (the saver's reads raise this instead of handing back raw data).
+            raise unreadable(exc.thread_id, exc.checkpoint_id, exc.reason) from exc
         finally:
             _OPEN.pop(database.saver, None)
 

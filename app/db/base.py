@@ -9,14 +9,17 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from app.db.location import DatabaseLocation
+from app.db.strict import StrictSerializer, UnreadableCheckpointError
+
+__all__ = ["UnreadableCheckpointError", "strict_serializer"]  # with the classes below
 
 
-def strict_serializer() -> JsonPlusSerializer:
-    """Only LangGraph's safe types (messages, datetimes, …) may be revived from a checkpoint."""
-    return JsonPlusSerializer(allowed_msgpack_modules=None)
+def strict_serializer() -> StrictSerializer:
+    """Only LangGraph's safe types (messages, datetimes, …) may be revived from a checkpoint, and
+    anything else is an UnreadableCheckpointError (app/db/strict.py)."""
+    return StrictSerializer()
 
 
 @dataclass(frozen=True)
@@ -57,10 +60,6 @@ class SpaceReport:
 class Health:
     ok: bool
     detail: str
-
-
-class UnreadableCheckpointError(Exception):
-    """A checkpoint whose stored channels cannot be read; prune leaves its thread alone."""
 
 
 # (delta channels a checkpoint has a version of, those whose value it stores itself)

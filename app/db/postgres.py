@@ -30,6 +30,7 @@ from app.db.location import DatabaseLocation
 from app.db.pg_connect import connect, connection_error
 from app.db.pg_lock import dead_writers, ensure_writers_table
 from app.db.pg_setup import migrate_once
+from app.db.strict import CheckedReads
 
 TURN = "CASE WHEN jsonb_typeof(metadata -> 'turn') = 'number' THEN (metadata ->> 'turn')::numeric::bigint END"
 LIST_THREADS_SQL = f"""
@@ -78,11 +79,15 @@ FROM checkpoint_blobs WHERE {ROOT} AND (channel, version) NOT IN (
 TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
 
 
+class CheckedPostgresSaver(CheckedReads, PostgresSaver):
+    """PostgresSaver whose reads refuse tampered or damaged data (app/db/strict.py)."""
+
+
 @contextlib.contextmanager
 def open_postgres(location: DatabaseLocation) -> Iterator[PostgresDatabase]:
     conn = connect(location)
     try:
-        saver = PostgresSaver(conn, serde=strict_serializer())
+        saver = CheckedPostgresSaver(conn, serde=strict_serializer())
         try:
             migrate_once(conn, "checkpoints", location.url, lambda: _setup(conn, saver))
         except psycopg.Error as exc:

@@ -25,6 +25,7 @@ from app.db.base import (
 )
 from app.db.location import DatabaseLocation
 from app.db.sqlite_lock import dead_writer, lock_dir
+from app.db.strict import SHAPE_ERRORS, CheckedReads
 from app.errors import ConfigError
 
 CHECKPOINT_BYTES = "IFNULL(LENGTH(checkpoint), 0) + IFNULL(LENGTH(CAST(metadata AS BLOB)), 0)"
@@ -57,6 +58,10 @@ ROOT = "thread_id = ? AND checkpoint_ns = ''"
 BY_ID = f"WHERE {ROOT} AND checkpoint_id = ?"
 
 
+class CheckedSqliteSaver(CheckedReads, SqliteSaver):
+    """SqliteSaver whose reads refuse tampered or damaged data (app/db/strict.py)."""
+
+
 @contextlib.contextmanager
 def open_sqlite(location: DatabaseLocation, busy_timeout: float) -> Iterator[SqliteDatabase]:
     """A SqliteSaver on the file; a damaged or unusable file is an error, never overwritten."""
@@ -64,12 +69,19 @@ def open_sqlite(location: DatabaseLocation, busy_timeout: float) -> Iterator[Sql
     assert path is not None
     connection = connect(path, busy_timeout)
     try:
-        saver = SqliteSaver(connection, serde=strict_serializer())
+        saver = CheckedSqliteSaver(connection, serde=strict_serializer())
         try:
             saver.setup()
         except sqlite3.DatabaseError as exc:
             raise database_error(path, exc) from exc
-        yield SqliteDatabase(location, saver)
+        try:
+            yield SqliteDatabase(location, saver)
+        except sqlite3.DatabaseError as exc:
+            # The one boundary for what the file does after it was opened (damaged, full, locked,
+            # read-only) during any command; a misused API (ProgrammingError…) stays a bug.
+            if not is_environmental(exc):
+                raise
+            raise database_error(path, exc) from exc
     finally:
         connection.close()
 
@@ -93,10 +105,13 @@ def check_file(path: Path) -> None:
     The file is never opened here once it exists: closing any descriptor of a file drops every
     POSIX lock this process holds on it, including the one SQLite keeps for a WAL connection, and a
     peer process would then delete the -wal/-shm files under our feet (RELIABILITY.md)."""
-    if path.is_dir():
-        raise ConfigError(f"database path {path} is a directory; pass a file path with --db")
-    if path.exists():
-        return
+    try:
+        if path.is_dir():
+            raise ConfigError(f"database path {path} is a directory; pass a file path with --db")
+        if path.exists():
+            return
+    except OSError as exc:  # a name too long, a loop of symlinks, no permission to look
+        raise ConfigError(f"cannot use the database {path}: {exc.strerror}") from exc
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         # O_EXCL: only a file this call created is opened (and closed), and no connection of this
@@ -108,23 +123,67 @@ def check_file(path: Path) -> None:
         raise ConfigError(f"cannot create the database {path}: {exc.strerror}") from exc
 
 
+# SQLite's primary result codes (the low byte of `sqlite_errorcode`).
+SQLITE_PERM, SQLITE_BUSY, SQLITE_LOCKED, SQLITE_READONLY, SQLITE_IOERR = 3, 5, 6, 8, 10
+SQLITE_CORRUPT, SQLITE_FULL, SQLITE_CANTOPEN, SQLITE_NOTADB = 11, 13, 14, 26
+
+
+def is_environmental(exc: sqlite3.DatabaseError) -> bool:
+    """Raised by the file or its surroundings (corrupt, full, locked, unopenable), not by a bug."""
+    return type(exc) in (sqlite3.DatabaseError, sqlite3.OperationalError)
+
+
 def database_error(path: Path, exc: sqlite3.DatabaseError) -> ConfigError:
+    """The clear message for what SQLite reported about the database at `path`. SQLite says only
+    "unable to open database file" or "disk I/O error" for a read-only or full file system, so
+    those are told apart by looking at the file system."""
     text = str(exc)
-    if "readonly" in text or "read-only" in text:
-        return ConfigError(f"the database {path} is read-only; make it writable or use --db")
-    if "locked" in text or "busy" in text:
+    code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
+    if code == SQLITE_FULL or (code == SQLITE_IOERR and _disk_full(path)):
+        return ConfigError(
+            f"the disk holding the database {path} is full ({text}); free space and retry. "
+            "Nothing was lost: every step saved before this one is still there"
+        )
+    read_only = _read_only(path) if code in (SQLITE_CANTOPEN, SQLITE_IOERR, SQLITE_PERM) else None
+    if code == SQLITE_READONLY or read_only or "readonly" in text or "read-only" in text:
+        return ConfigError(
+            f"the database {path} is read-only ({read_only or text}); Waypoint writes to the "
+            "file and its directory even to read it (WAL): make them writable or use --db"
+        )
+    if code in (SQLITE_BUSY, SQLITE_LOCKED) or "locked" in text or "busy" in text:
         return ConfigError(f"the database {path} is locked by another process; try again")
-    if "not a database" in text:
+    if code == SQLITE_NOTADB or "not a database" in text:
         return ConfigError(
             f"{path} is not a Waypoint database (not SQLite, or damaged); it was left untouched. "
             "Pass another file with --db or APP_DB"
         )
-    if "malformed" in text:
+    if code == SQLITE_CORRUPT or "malformed" in text:
         return ConfigError(
             f"the database {path} is damaged ({text}); it was left untouched. "
             "Restore a backup or pass another file with --db"
         )
     return ConfigError(f"cannot use the database {path}: {text}")
+
+
+def _read_only(path: Path) -> str | None:
+    """Why the database cannot be written, if the file system says so. Never opens the file (see
+    check_file)."""
+    try:
+        if os.statvfs(path.parent).f_flag & os.ST_RDONLY:
+            return "it is on a read-only file system"
+    except OSError:
+        return None
+    for target, what in ((path, "the file"), (path.parent, "its directory")):
+        if target.exists() and not os.access(target, os.W_OK):
+            return f"{what} is not writable"
+    return None
+
+
+def _disk_full(path: Path) -> bool:
+    try:
+        return os.statvfs(path.parent).f_bavail == 0
+    except OSError:
+        return False
 
 
 class SqliteDatabase(Database):
@@ -198,8 +257,8 @@ class SqliteDatabase(Database):
                     frozenset(checkpoint["channel_versions"]) & wanted,
                     frozenset(checkpoint["channel_values"]) & wanted,
                 )
-            except (ValueError, TypeError, KeyError) as exc:
-                raise UnreadableCheckpointError(checkpoint_id) from exc
+            except SHAPE_ERRORS as exc:
+                raise UnreadableCheckpointError(str(exc), thread_id, checkpoint_id) from exc
 
         return read
 

@@ -8,7 +8,9 @@ import fcntl
 import os
 from pathlib import Path
 
-from app.errors import ThreadBusyError
+from app.errors import ConfigError, ThreadBusyError
+
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
 def lock_dir(db_path: Path) -> Path:
@@ -55,8 +57,11 @@ class ThreadLock:
         self._fd: int | None = None
 
     def __enter__(self) -> ThreadLock:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:  # a read-only or full file system, a file where the directory goes
+            raise self._unusable(exc) from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
@@ -65,10 +70,21 @@ class ThreadLock:
             if exc.errno in (errno.EAGAIN, errno.EACCES):
                 raise busy_error(self.thread_id, holder) from exc
             raise
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, str(os.getpid()).encode(), 0)
+        except OSError as exc:
+            os.close(fd)
+            raise self._unusable(exc) from exc
         self._fd = fd
         return self
+
+    def _unusable(self, exc: OSError) -> ConfigError:
+        full = " (the disk is full; free space and retry)" if exc.errno in DISK_FULL else ""
+        return ConfigError(
+            f"cannot lock thread {self.thread_id}: the lock file {self.path} cannot be written "
+            f"({exc.strerror}){full}"
+        )
 
     def __exit__(self, *exc_info: object) -> None:
         if self._fd is not None:

@@ -18,13 +18,17 @@ from graphs.plan.steps import (
 )
 from graphs.shared.approvals import review_calls
 from graphs.shared.limits import exhausted_budget
-from graphs.shared.messages import new_message_id
+from graphs.shared.messages import for_model, new_message_id
 from graphs.shared.model_call import ask_structured, call_model, model_input
 from graphs.shared.requests import asking
 from graphs.shared.tool_calls import run_tool_calls
 from graphs.state import AgentContext, LastError
 
 INVALID_PLAN = "invalid plan: "
+EMPTY_PLAN = (
+    "the plan has no steps; if the request needs no tool at all, send the empty plan again, "
+    "otherwise send the steps that answer it"
+)
 SYNTHESIZE_INSTRUCTION = (
     "The plan's steps have run; their calls and results are above. Write the answer to the user's "
     "last message from those results only. Say plainly which steps failed and what is missing."
@@ -46,6 +50,8 @@ def planner(state: PlanState, runtime: Runtime[AgentContext]) -> dict:
         problems = plan_problems(
             reply.parsed, context.tools_by_name, len(kept) + 1, _limit(context)
         )
+        if not reply.parsed.steps and not replanning and _question_empty_plan(state, context):
+            problems = [EMPTY_PLAN]
     if problems:
         message = INVALID_PLAN + "; ".join(problems)
         return update | {"last_error": LastError(kind="tool", message=message, retry_after=None)}
@@ -65,7 +71,10 @@ def planner_input(state: PlanState, context: AgentContext, replanning: bool) -> 
     prompt = planner_prompt(context.tools, _limit(context))
     system = f"{context.system_prompt}\n\n{prompt}" if context.system_prompt else prompt
     tools = [tool.name for tool in context.tools]
-    messages = [asking(system, "plan", tools=tools), *state["messages"]]
+    messages = [
+        asking(system, "plan", tools=tools),
+        *for_model(state["messages"], context.turn_notes),
+    ]
     if replanning:
         results = state["step_results"]
         failed = results[-1]
@@ -85,6 +94,14 @@ def planner_input(state: PlanState, context: AgentContext, replanning: bool) -> 
         problem = error["message"].removeprefix(INVALID_PLAN)
         messages.append(SystemMessage(INVALID_PLAN_INSTRUCTION.format(error=problem)))
     return messages
+
+
+def _question_empty_plan(state: PlanState, context: AgentContext) -> bool:
+    """A first empty plan goes back to the model once (a weak model often sends one for a request
+    that needs tools); sent again, or with no retry left to ask, it is accepted."""
+    error = state.get("last_error") or {}
+    asked = error.get("message") == INVALID_PLAN + EMPTY_PLAN
+    return not asked and state.get("retry_count", 0) < context.max_retries
 
 
 def _limit(context: AgentContext) -> int:

@@ -9,23 +9,36 @@ from langchain_core.messages import AIMessage
 from langgraph.runtime import Runtime
 
 from graphs.shared.approvals import review_calls
+from graphs.shared.deadline import model_deadline, turn_seconds_left
 from graphs.shared.limits import exhausted_budget
 from graphs.shared.messages import call_signature
 from graphs.shared.model_call import call_model, model_input
+from graphs.shared.model_errors import MODEL_ERROR_KINDS
 from graphs.shared.tool_calls import run_tool_calls
+from graphs.shared.window import prompt_tokens
 from graphs.state import AgentContext, AgentState, LastError
-
-MODEL_ERROR_KINDS = {"model_transient", "model_fatal", "context_overflow"}
 
 
 def agent(state: AgentState, runtime: Runtime[AgentContext]) -> dict:
-    """Call the model once; a failure is recorded for the router instead of raised."""
+    """Call the model once, within the turn's time budget; a failure is recorded for the router
+    instead of raised, with whether the budget is spent (then the router ends the turn in
+    finalize instead of asking the failing endpoint again)."""
     context = runtime.context
     model = context.model.bind_tools(context.tools) if context.tools else context.model
     update: dict = {"iteration": state.get("iteration", 0) + 1}
-    reply = call_model(model, model_input(state["messages"], context))
+    # The failure is judged with the prompt's size (an empty stream after a long prompt is an
+    # overflow). Only a window the server reported sets what "long" is; a guessed one is too high.
+    window = context.window.tokens if context.window and context.window.exact else None
+    with model_deadline(turn_seconds_left(state, context)):
+        reply = call_model(
+            model,
+            model_input(state["messages"], context),
+            prompt_tokens=prompt_tokens(state["messages"], context),
+            window_tokens=window,
+        )
     if reply.message is None:
-        return update | {"last_error": reply.failure}
+        spent = exhausted_budget(state, context, state.get("tokens_used", 0))
+        return update | {"last_error": reply.failure, "budget_exhausted": spent}
     message = _cut_off_calls_invalid(reply.message)
     tokens = state.get("tokens_used", 0) + reply.tokens
     update |= {"messages": [message], "last_error": None, "tokens_used": tokens}

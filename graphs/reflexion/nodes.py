@@ -46,8 +46,8 @@ def evaluate(state: ReflexionState, runtime: Runtime[AgentContext]) -> dict:
     reply = ask_structured(context.model, Verdict, messages)
     if reply.failure:  # the router retries or keeps the answer
         return {"last_error": reply.failure, "verdict": None}
-    if reply.parsed is None:
-        verdict = {"success": True, "reason": f"no usable verdict ({reply.error}); answer kept"}
+    if reply.parsed is None:  # an answer nobody could judge is not a success
+        verdict = {"success": False, "reason": f"no usable verdict ({reply.error})"}
     else:
         verdict = reply.parsed.model_dump()
     runtime.stream_writer(

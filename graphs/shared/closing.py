@@ -5,6 +5,7 @@ the failure handler. Both close any dangling tool call first, so the history sta
 from __future__ import annotations
 
 import traceback
+from contextlib import AbstractContextManager
 from typing import Literal
 
 from langchain_core.messages import AIMessage, AnyMessage, SystemMessage
@@ -12,17 +13,21 @@ from langgraph.errors import NodeError
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
+from graphs.shared.deadline import model_deadline, turn_seconds_left
 from graphs.shared.limits import is_looping
 from graphs.shared.messages import (
     cancelled_results,
     current_turn,
     dangling_tool_calls,
     new_message_id,
+    notice_message,
 )
 from graphs.shared.model_call import call_model, model_input
+from graphs.shared.model_errors import MODEL_ERROR_KINDS
 from graphs.state import AgentContext, AgentState, LastError
 
 ErrorRoute = Literal["failure_handler"]  # where the node error handler sends a bug
+FINAL_ANSWER_GRACE_SECONDS = 10.0  # at most, for the last answer after the time budget ran out
 FINAL_ANSWER_INSTRUCTION = (
     "You cannot call tools any more in this turn. Answer the user now from the results above, "
     "and say plainly what is still missing."
@@ -39,8 +44,11 @@ def failure_handler(state: AgentState, runtime: Runtime[AgentContext]) -> dict:
     text = failure_text(
         error, state.get("retry_count", 0), context.max_retries, context.max_retry_after
     )
-    reply = AIMessage(content=text, id=new_message_id("ai"))
-    return {"messages": [*closing, reply], "status": "failed"}
+    if error["kind"] == "context_overflow":
+        text = overflow_text(error, context)
+    elif error["kind"] == "tool" and replies_unparsed(state["messages"]):
+        text = unparsed_text(error, state.get("retry_count", 0), context.max_retries)
+    return {"messages": [*closing, notice_message(text, "failure")], "status": "failed"}
 
 
 def failure_text(
@@ -73,19 +81,60 @@ def failure_text(
     return f"{what} {tried} (retry budget {max_retries}): {error['message']}\n{advice}"
 
 
+def overflow_text(error: LastError, context: AgentContext) -> str:
+    """What the user reads when even the summarised conversation does not fit: the window, and that
+    their own message (with this turn's tool results) is what is too long."""
+    window = context.window.tokens if context.window and context.window.tokens else None
+    size = f" ({window:,}-token window)" if window else ""
+    return (
+        f"The conversation no longer fits the model's context{size}, even with the older turns "
+        f"summarised: {error['message']}\nWhat is left is this turn: send a shorter message (or "
+        "put a long text in a workspace file and refer to it), or start a new thread (/new)."
+    )
+
+
+def replies_unparsed(messages: list[AnyMessage]) -> bool:
+    """The model's last reply was neither an answer nor a tool call that could be read."""
+    last = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
+    return last is not None and bool(last.invalid_tool_calls) and not last.tool_calls
+
+
+def unparsed_text(error: LastError, attempts: int, max_retries: int) -> str:
+    return (
+        f"The model's replies stayed malformed (neither a readable tool call nor an answer) after "
+        f"{attempts + 1} attempts (retry budget {max_retries}): {error['message']}\n"
+        "The model may be too small to follow the tool-call format: try a larger model, or the "
+        "other --tool-protocol (native or react)."
+    )
+
+
 def finalize(state: AgentState, runtime: Runtime[AgentContext]) -> dict:
-    """Budget spent or a loop detected: close open calls, then one last answer without tools."""
-    status, reason = stop_reason(state, runtime.context)
+    """Budget spent or a loop detected: close open calls, then one last answer without tools
+    (not asked for when the endpoint just failed); the fallback is a notice of what was done."""
+    context = runtime.context
+    status, reason = stop_reason(state, context)
     closing = cancelled_results(dangling_tool_calls(state["messages"]), f"stopped by {reason}")
     messages = [*state["messages"], *closing]
-    prompt = [*model_input(messages, runtime.context), SystemMessage(FINAL_ANSWER_INSTRUCTION)]
+    answer = None
     # A last answer is best effort; the fallback always works.
-    reply = call_model(runtime.context.model, prompt, answer_only=True)
-    text = reply.message.content if reply.message is not None else budget_text(messages, reason)
-    return {
-        "messages": [*closing, AIMessage(content=text, id=new_message_id("ai"))],
-        "status": status,
-    }
+    if (state.get("last_error") or {}).get("kind") not in MODEL_ERROR_KINDS:
+        prompt = [*model_input(messages, context), SystemMessage(FINAL_ANSWER_INSTRUCTION)]
+        with last_answer_deadline(state, context):
+            reply = call_model(context.model, prompt, answer_only=True)
+        if reply.message is not None:
+            answer = AIMessage(content=reply.message.content, id=new_message_id("ai"))
+    if answer is None:
+        answer = notice_message(budget_text(messages, reason), "budget")
+    return {"messages": [*closing, answer], "status": status}
+
+
+def last_answer_deadline(state: AgentState, context: AgentContext) -> AbstractContextManager:
+    """The time the last answer may take: a short grace once the time budget is spent (the budget
+    already ran out, so the turn's own deadline would not let it start), else what is left."""
+    if state.get("budget_exhausted") == "time" and context.max_seconds is not None:
+        grace = min(FINAL_ANSWER_GRACE_SECONDS, context.max_seconds)
+        return model_deadline(grace, replace=True)
+    return model_deadline(turn_seconds_left(state, context))
 
 
 def stop_reason(state: AgentState, context: AgentContext) -> tuple[str, str]:

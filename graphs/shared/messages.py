@@ -67,3 +67,32 @@ def cancelled_results(calls: Sequence[ToolCall], reason: str) -> list[ToolMessag
         )
         for call in calls
     ]
+
+
+NOTICE_KEY = "waypoint_notice"
+
+
+def notice_message(text: str, kind: str) -> AIMessage:
+    """Waypoint's own words closing a turn (a failure, a spent budget): stored, so the user and the
+    history see them, but marked, so the model is never told it said them (`for_model`)."""
+    return AIMessage(content=text, id=new_message_id("ai"), additional_kwargs={NOTICE_KEY: kind})
+
+
+def is_notice(message: AnyMessage) -> bool:
+    return bool(getattr(message, "additional_kwargs", {}).get(NOTICE_KEY))
+
+
+def for_model(messages: Sequence[AnyMessage], notes: str = "") -> list[AnyMessage]:
+    """The conversation as the model may read it: without Waypoint's notices, and with the turn's
+    `notes` (e.g. relevant past experience) in front of the user's current message. Per-turn
+    material goes last, so the prompt's prefix (system prompt, tool schemas, earlier turns) is the
+    same from turn to turn and a server's prompt cache can reuse it."""
+    kept = [m for m in messages if not is_notice(m)]
+    if not notes:
+        return kept
+    for index in range(len(kept) - 1, -1, -1):
+        message = kept[index]
+        if isinstance(message, HumanMessage) and isinstance(message.content, str):
+            noted = message.model_copy(update={"content": f"{notes}\n\n{message.content}"})
+            return [*kept[:index], noted, *kept[index + 1 :]]
+    return kept

@@ -10,8 +10,8 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AnyMessage, SystemMessage
 from pydantic import BaseModel
 
-from graphs.shared.messages import new_message_id
-from graphs.shared.model_errors import classify_model_error
+from graphs.shared.messages import for_model, new_message_id
+from graphs.shared.model_errors import classify_call_error, classify_model_error
 from graphs.state import AgentContext, LastError
 
 EMPTY_REPLY = "invalid response from endpoint: an empty reply (no text, no tool calls)"
@@ -36,23 +36,34 @@ class StructuredReply:
     error: str | None
     failure: LastError | None = None
     tokens: int = 0
+    raw: AIMessage | None = None  # the model's reply as it came, when there was one
 
 
 def model_input(messages: Sequence[AnyMessage], context: AgentContext) -> list[AnyMessage]:
-    """The conversation behind the run's system prompt."""
+    """What the model reads: the fixed system prompt, then the conversation as the model may read
+    it (`for_model`: without Waypoint's notices, the turn's notes with the user's message)."""
     prompt = [SystemMessage(context.system_prompt)] if context.system_prompt else []
-    return [*prompt, *messages]
+    return [*prompt, *for_model(messages, context.turn_notes)]
 
 
 def call_model(
-    model: BaseChatModel, messages: Sequence[AnyMessage], *, answer_only: bool = False
+    model: BaseChatModel,
+    messages: Sequence[AnyMessage],
+    *,
+    answer_only: bool = False,
+    prompt_tokens: int | None = None,
+    window_tokens: int | None = None,
 ) -> ModelReply:
     """One model call. `answer_only`: the model was given no tools, so a reply without text is
-    empty whatever else it carries."""
+    empty whatever else it carries. `prompt_tokens` (and a window the server reported,
+    `window_tokens`): the request's size, so a failure is judged with it (`classify_call_error`:
+    an empty stream after a long prompt is a context overflow)."""
     try:
         reply = model.invoke(list(messages))
     except Exception as exc:  # the model boundary: every failure is classified and routed
-        return ModelReply(None, classify_model_error(exc))
+        if prompt_tokens is None:
+            return ModelReply(None, classify_model_error(exc))
+        return ModelReply(None, classify_call_error(exc, prompt_tokens, window_tokens))
     reply = with_id(reply)
     if answer_only and not str(reply.content).strip():
         return ModelReply(None, transient(EMPTY_ANSWER))
@@ -72,14 +83,14 @@ def ask_structured(
         result = runnable.invoke(list(messages))
     except Exception as exc:  # the model boundary: every failure is classified and routed
         return StructuredReply(None, None, classify_model_error(exc))
-    raw = result.get("raw")
-    tokens = total_tokens(raw) if isinstance(raw, AIMessage) else 0
+    raw = result.get("raw") if isinstance(result.get("raw"), AIMessage) else None
+    tokens = total_tokens(raw) if raw is not None else 0
     if result.get("parsing_error") is not None:
-        return StructuredReply(None, _short(result["parsing_error"]), tokens=tokens)
+        return StructuredReply(None, _short(result["parsing_error"]), tokens=tokens, raw=raw)
     if result.get("parsed") is None:
         problem = f"the reply contained no {schema.__name__} call"
-        return StructuredReply(None, problem, tokens=tokens)
-    return StructuredReply(result["parsed"], None, tokens=tokens)
+        return StructuredReply(None, problem, tokens=tokens, raw=raw)
+    return StructuredReply(result["parsed"], None, tokens=tokens, raw=raw)
 
 
 def is_empty(reply: AIMessage) -> bool:

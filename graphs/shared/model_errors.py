@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 
 from graphs.state import LastError
 
+MODEL_ERROR_KINDS = {"model_transient", "model_fatal", "context_overflow"}  # the model's failures
 TRANSIENT_STATUS = {408, 409, 429}
 FATAL_ADVICE = {
     400: "the endpoint rejected the request as invalid",
@@ -19,14 +21,54 @@ INVALID_RESPONSE_MESSAGES = (
     "No generations found in stream",
     "Unexpected response type from OpenAI-compatible endpoint",
 )
+# How OpenAI-compatible servers word a prompt that does not fit the model's context, in a 400
+# body or in an error event inside a 200 stream (lower case; matched anywhere in the error).
+OVERFLOW_MARKERS = (
+    "context_length_exceeded",  # OpenAI's error code; llama-cpp-python's server
+    "maximum context length is",  # OpenAI, vLLM, llama-cpp-python: "This model's maximum ..."
+    "exceeds the available context size",  # llama.cpp's llama-server (and Ollama's new runner)
+    "exceed_context_size_error",  # llama-server's error type
+    "exceed context window of",  # llama-cpp-python: "Requested tokens (N) exceed context window of M"
+    "input length exceeds the context length",  # Ollama
+    "prompt is too long",  # Anthropic-style gateways
+    "reduce the length of the messages",  # OpenAI and vLLM advice
+    "longer than the model's context length",  # SGLang
+)
+# Statuses that are never an overflow even when the body mentions `n_ctx` (auth, routing, rate).
+NOT_OVERFLOW_STATUS = {401, 403, 404, 408, 409, 429}
+# The window a server states in its overflow error, in the wordings above.
+WINDOW_PATTERNS = (
+    re.compile(r"maximum context length is (\d[\d,]*)", re.IGNORECASE),
+    re.compile(r"available context size \((\d+) tokens\)", re.IGNORECASE),
+    re.compile(r"\bn_ctx\b[\"']?\s*[:=]\s*(\d+)"),
+    re.compile(r"context window of (\d+)", re.IGNORECASE),
+    re.compile(r"model's context length \((\d+) tokens\)", re.IGNORECASE),
+    re.compile(r"model's window: (\d[\d,]*) tokens", re.IGNORECASE),
+)
+EMPTY_STREAM = "No generations found in stream"
+# An empty stream is an overflow when the prompt was at least this long: older llama-server builds
+# send the overflow as a non-standard `error:` SSE field that clients ignore, and
+# llama-cpp-python's server can end a stream without a chunk when the prompt does not fit.
+LONG_PROMPT_TOKENS = 2000
+LONG_PROMPT_SHARE = 0.6  # of a known window
 
 
 def classify_model_error(exc: BaseException) -> LastError:
     """One place that decides whether a failed model call is worth retrying."""
     status = _status_code(exc)
     detail = _short(exc)
+    if (known := self_classified(exc)) is not None:
+        return known
     if _is_context_overflow(exc):
-        return _error("context_overflow", f"the conversation is too long for the model: {detail}")
+        window = window_from_error(exc)
+        stated = (
+            f" (the model's window: {window} tokens)"
+            if window and str(window) not in detail
+            else ""
+        )
+        return _error(
+            "context_overflow", f"the conversation is too long for the model: {detail}{stated}"
+        )
     if status is not None:
         if status in TRANSIENT_STATUS or status >= 500:
             return _error("model_transient", f"HTTP {status}: {detail}", _retry_after(exc))
@@ -39,6 +81,41 @@ def classify_model_error(exc: BaseException) -> LastError:
     if _is_network_error(exc):
         return _error("model_transient", f"could not reach the model endpoint: {detail}")
     return _error("model_fatal", f"the model call failed: {detail}")
+
+
+def classify_call_error(
+    exc: BaseException, prompt_tokens: int, window_tokens: int | None = None
+) -> LastError:
+    """`classify_model_error`, plus what only the prompt's size tells: a stream that ended without
+    a generation right after a long prompt is a context overflow, not a flaky endpoint."""
+    error = classify_model_error(exc)
+    empty = error["kind"] == "model_transient" and EMPTY_STREAM in str(exc)
+    if empty and is_long_prompt(prompt_tokens, window_tokens):
+        return _error(
+            "context_overflow",
+            "the conversation is too long for the model: the endpoint ended the stream "
+            f"without a reply to a prompt of about {prompt_tokens:,} tokens, which is how "
+            "some servers report a prompt longer than the model's context window",
+        )
+    return error
+
+
+def is_long_prompt(prompt_tokens: int, window_tokens: int | None) -> bool:
+    if window_tokens:
+        return prompt_tokens >= LONG_PROMPT_SHARE * window_tokens
+    return prompt_tokens >= LONG_PROMPT_TOKENS
+
+
+def window_from_error(exc: BaseException) -> int | None:
+    """The context window an overflow error states, from its message or its JSON body."""
+    return window_from_text(f"{exc} {_body_text(exc)}")
+
+
+def window_from_text(text: str) -> int | None:
+    for pattern in WINDOW_PATTERNS:
+        if match := pattern.search(text):
+            return int(match.group(1).replace(",", "")) or None
+    return None
 
 
 def _error(kind: str, message: str, retry_after: float | None = None) -> LastError:
@@ -71,8 +148,27 @@ def _is_context_overflow(exc: BaseException) -> bool:
     code = getattr(exc, "code", None)
     body = getattr(exc, "body", None)
     if isinstance(body, dict):
-        code = code or body.get("code") or (body.get("error") or {}).get("code")
-    return code == "context_length_exceeded" or "context_length_exceeded" in str(exc)
+        error = body.get("error")
+        code = code or body.get("code") or (error.get("code") if isinstance(error, dict) else None)
+    if code == "context_length_exceeded":
+        return True
+    text = f"{exc} {_body_text(exc)}".lower()
+    if any(marker in text for marker in OVERFLOW_MARKERS):
+        return True
+    return (
+        _status_code(exc) not in NOT_OVERFLOW_STATUS and re.search(r"\bn_ctx\b", text) is not None
+    )
+
+
+def _body_text(exc: BaseException) -> str:
+    """The error body as text (a dict from a 400 or from an error event inside a stream)."""
+    body = getattr(exc, "body", None)
+    if body is None:
+        return ""
+    try:
+        return json.dumps(body, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return str(body)
 
 
 def _is_invalid_response(exc: BaseException) -> bool:
@@ -93,3 +189,39 @@ def _is_network_error(exc: BaseException) -> bool:
     return bool(
         names & {"APIConnectionError", "APITimeoutError", "TimeoutException", "TransportError"}
     )
+
+
+# What servers answer when they cannot take tools at all (vLLM started without
+# --enable-auto-tool-choice, llama-server without --jinja, models without tool support in Ollama).
+TOOLS_REFUSED_MARKERS = (
+    "tool choice requires --enable-auto-tool-choice",
+    "--tool-call-parser",
+    "tools param requires --jinja",
+    "does not support tools",
+    "tool calling is not supported",
+    "tools are not supported",
+)
+TOOLS_REFUSED_ADVICE = (
+    "the endpoint does not accept tool calls; use --tool-protocol react (or enable tool calling on "
+    "the server)"
+)
+
+
+def refuses_tools(exc: BaseException) -> bool:
+    """The endpoint rejected the request because it carried tools."""
+    text = str(exc).lower()
+    return any(marker.lower() in text for marker in TOOLS_REFUSED_MARKERS)
+
+
+def self_classified(exc: BaseException) -> LastError | None:
+    """Errors whose kind is known whatever the status code: one that says which kind it is
+    (`error_kind`, e.g. a reply stopped for repeating itself), and a refusal of tools, which
+    llama-server sends as a 500 but which no retry can cure."""
+    kind = getattr(exc, "error_kind", None)
+    if kind in {"model_transient", "model_fatal"}:
+        return _error(kind, _short(exc))
+    if refuses_tools(exc):
+        status = _status_code(exc)
+        prefix = f"HTTP {status}: " if status is not None else ""
+        return _error("model_fatal", f"{prefix}{TOOLS_REFUSED_ADVICE} ({_short(exc)})")
+    return None

@@ -13,6 +13,7 @@ from typing import Literal
 
 from langgraph.runtime import Runtime
 
+from graphs.shared.deadline import turn_seconds_left
 from graphs.shared.summarize import can_summarize
 from graphs.state import AgentContext, AgentState, LastError
 
@@ -60,6 +61,9 @@ def retry(state: AgentState, runtime: Runtime[AgentContext]) -> dict:
     error = state["last_error"]
     attempt = state.get("retry_count", 0) + 1
     wait = 0.0 if error["kind"] == "tool" else backoff_delay(attempt, error, context)
+    left = turn_seconds_left(state, context)
+    if left is not None:  # never wait past the turn's time budget
+        wait = max(0.0, min(wait, left))
     runtime.stream_writer(
         {
             "type": "retry",

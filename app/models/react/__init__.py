@@ -5,7 +5,13 @@ plain text, and the `Action:` / `Final Answer:` reply is parsed back into tool c
 The modules of this package hold the parts; every public name is importable from here.
 """
 
-from app.models.react.model import OBSERVATION_STOP, ReActChatModel, conversation_key, wrap_react
+from app.models.react.model import (
+    OBSERVATION_STOP,
+    UNPARSED,
+    ReActChatModel,
+    conversation_key,
+    wrap_react,
+)
 from app.models.react.parse import (
     FORMAT_HINT,
     InvalidAction,
@@ -27,6 +33,7 @@ from app.models.react.schema import ReActTool, schema_errors
 __all__ = [
     "FORMAT_HINT",
     "OBSERVATION_STOP",
+    "UNPARSED",
     "InvalidAction",
     "ParsedAction",
     "ParsedReply",

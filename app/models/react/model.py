@@ -8,15 +8,16 @@ from typing import Any
 
 from langchain_core.callbacks import CallbackManager, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langgraph.constants import TAG_NOSTREAM
 
-from app.models.react.parse import digest, parse_react
+from app.models.react.parse import digest, is_thought_only, parse_react, unparsed_answer
 from app.models.react.prompt import to_react_messages
 from app.models.react.schema import ReActTool
 
 OBSERVATION_STOP = "\nObservation:"
+UNPARSED = "react_unparsed"  # response_metadata key of a reply taken as the answer unparsed
 
 
 def conversation_key(messages: Sequence[BaseMessage]) -> str:
@@ -37,6 +38,10 @@ class ReActChatModel(BaseChatModel):
     inner: BaseChatModel
     tools: tuple[ReActTool, ...] = ()
     stop_sequences: tuple[str, ...] = (OBSERVATION_STOP,)
+    # Replies in a row that reasoned but neither acted nor answered, each corrected, before the
+    # next such reply is taken as the answer (a weak model that never learns the format). Below
+    # the graph's default retry budget (3), so the turn answers instead of failing.
+    parse_retries: int = 2
 
     @property
     def _llm_type(self) -> str:
@@ -58,11 +63,15 @@ class ReActChatModel(BaseChatModel):
         config = {"callbacks": _inner_callbacks(run_manager), "tags": [TAG_NOSTREAM]}
         raw = self.inner.invoke(to_react_messages(messages, self.tools), config, stop=stops)
         salt = conversation_key(messages)
-        reply = parse_react(raw.text, self.tools).to_message(
+        parsed = parse_react(raw.text, self.tools)
+        metadata = dict(raw.response_metadata)
+        if is_thought_only(parsed) and unparsed_in_a_row(messages) >= self.parse_retries:
+            parsed, metadata[UNPARSED] = unparsed_answer(parsed), True
+        reply = parsed.to_message(
             salt=salt,
             id=raw.id or f"ai-react-{digest(salt, raw.text)}",
             usage_metadata=getattr(raw, "usage_metadata", None),
-            response_metadata=dict(raw.response_metadata),
+            response_metadata=metadata,
         )
         if run_manager:
             for chunk in _token_chunks(reply):
@@ -70,6 +79,22 @@ class ReActChatModel(BaseChatModel):
                     str(chunk.content), chunk=ChatGenerationChunk(message=chunk)
                 )
         return ChatResult(generations=[ChatGeneration(message=reply)])
+
+
+def unparsed_in_a_row(messages: Sequence[BaseMessage]) -> int:
+    """How many of this turn's last replies were unreadable (a format error with no tool named),
+    counted back from the end until a reply that parsed or the user's message."""
+    count = 0
+    for message in reversed(messages):
+        if isinstance(message, HumanMessage):
+            break
+        if not isinstance(message, AIMessage):
+            continue
+        calls = message.invalid_tool_calls
+        if message.tool_calls or not calls or any(c.get("name") for c in calls):
+            break
+        count += 1
+    return count
 
 
 def wrap_react(model: BaseChatModel) -> ReActChatModel:

@@ -18,6 +18,7 @@ from app.models.react.schema import ReActTool, json_type, schema_errors
 FORMAT_HINT = (
     "Reply with either 'Action: <tool>' + 'Action Input: {json}' or 'Final Answer: <answer>'."
 )
+THOUGHT_ONLY = "the reply has a Thought but neither an Action nor a Final Answer"
 
 _MARKER = re.compile(
     r"^[ \t>*#`-]*(?P<key>thought|action[ _]?input|action|final[ _]?answer)[ \t*]*:[ \t*]*",
@@ -117,14 +118,23 @@ def parse_react(text: str, tools: Sequence[ReActTool]) -> ParsedReply:
     if actions or invalid:
         return ParsedReply(text, thought, actions=tuple(actions), invalid=tuple(invalid))
     if matches:
-        return _format_error(
-            text, "the reply has a Thought but neither an Action nor a Final Answer"
-        )
+        return _format_error(text, THOUGHT_ONLY)
     if looks_like_action(text, tools):
         return _format_error(
             text, "the reply looks like a tool call but is not in the ReAct format"
         )
     return ParsedReply(text, final_answer=text)
+
+
+def is_thought_only(reply: ParsedReply) -> bool:
+    """The reply reasons (`Thought:`) but neither acts nor answers."""
+    return len(reply.invalid) == 1 and reply.invalid[0].error.startswith(THOUGHT_ONLY)
+
+
+def unparsed_answer(reply: ParsedReply) -> ParsedReply:
+    """The reply's own words as the answer, without the protocol's markers."""
+    words = _clean(_MARKER.sub("", reply.text)) or reply.text
+    return ParsedReply(reply.text, final_answer=words)
 
 
 def cut_observation(text: str) -> str:

@@ -1,0 +1,245 @@
+"""`CompatibleChatOpenAI`: ChatOpenAI as the OpenAI-compatible servers people run need to be spoken to,
+and the repairs their streamed replies need. Each rule below is a server's documented or observed
+behaviour (see README, "Which servers").
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.outputs import ChatGenerationChunk
+from langchain_openai import ChatOpenAI
+
+from graphs.shared.deadline import TurnTimeSpentError, seconds_left
+from graphs.shared.model_errors import EMPTY_STREAM, classify_model_error
+
+# How much repetition ends a reply: the same text at least MIN_REPEATS times in a row, covering
+# at least MIN_SPAN characters, with a repeated unit of at most MAX_PERIOD characters.
+MIN_REPEATS = 4
+MIN_SPAN = 400
+MAX_PERIOD = 1000
+CHECK_EVERY = 64  # characters of new text between two checks
+PROBE = 32  # characters at the end of the text looked for earlier on
+
+
+class RepeatedOutputError(ValueError):
+    """A streamed reply that kept repeating the same text was stopped (a small model in a loop).
+    Not retried: the same request tends to loop the same way."""
+
+    error_kind = "model_fatal"
+
+
+class EmptyStreamError(ValueError):
+    """A streamed step brought nothing, and asking again unstreamed did not help."""
+
+
+class CompatibleChatOpenAI(ChatOpenAI):
+    """ChatOpenAI plus what makes tools and budgets work on llama.cpp's llama-server,
+    llama-cpp-python, Ollama, vLLM and LM Studio as well as on OpenAI:
+
+    - bound tools go with `tool_choice: "auto"`: llama-cpp-python reads a missing tool_choice as
+      "none" and leaves the tools out of the prompt;
+    - an assistant message never has `content: null` (it becomes ""): llama-server, llama-cpp-python,
+      Ollama and LM Studio reject null content next to tool calls;
+    - a streamed step that brings neither text nor a tool call is asked once more without
+      streaming: llama-cpp-python answers a streamed request with automatic tool choice with
+      an empty stream, and the same request unstreamed with the tool calls;
+    - a tool-call chunk that repeats its call's name (llama-cpp-python sends name and id in every
+      chunk) loses the repeat, so the merged name is "Plan", not "PlanPlanPlan";
+    - `compatible_server`: the output limit goes as `max_tokens`, the name every compatible server
+      reads (llama-cpp-python and older llama-server ignore `max_completion_tokens`);
+    - the request timeout never outlasts the turn's time budget (graphs/shared/deadline.py), and a reply
+      that keeps repeating itself is stopped (RepeatedOutputError).
+    """
+
+    compatible_server: bool = False
+
+    def bind_tools(
+        self,
+        tools: Sequence[Any],
+        *,
+        tool_choice: dict | str | bool | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        if tools and tool_choice is None:
+            tool_choice = "auto"
+        return super().bind_tools(tools, tool_choice=tool_choice, **kwargs)
+
+    def _get_request_payload(
+        self, input_: Any, *, stop: list[str] | None = None, **kwargs: Any
+    ) -> dict:
+        payload = super()._get_request_payload(input_, stop=stop, **kwargs)
+        for message in payload.get("messages", []):
+            if message.get("role") == "assistant" and message.get("content") is None:
+                message["content"] = ""
+        if self.compatible_server and "max_completion_tokens" in payload:
+            payload["max_tokens"] = payload.pop("max_completion_tokens")
+        left = seconds_left()
+        if left is not None:
+            if left <= 0:
+                raise TurnTimeSpentError("the turn's time budget ran out before the model answered")
+            configured = self.request_timeout
+            bounded = isinstance(configured, int | float) and configured < left
+            payload["timeout"] = configured if bounded else left
+        return payload
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        named: dict[int, str] = {}
+        detector = RepetitionDetector()
+        answered = False
+        stream = super()._stream(messages, stop=stop, run_manager=run_manager, **kwargs)
+        try:
+            for chunk in stream:
+                chunk = without_repeated_names(chunk, named)
+                answered = answered or has_output(chunk.message)
+                yield chunk
+                if unit := detector.feed(chunk.text):
+                    raise RepeatedOutputError(
+                        f"the model's reply kept repeating itself ({unit[:60]!r} over and over), "
+                        f"so it was stopped after {detector.total:,} characters; a larger model or "
+                        "a rephrased request usually helps"
+                    )
+                left = seconds_left()
+                if left is not None and left <= 0:
+                    raise TurnTimeSpentError("the turn's time budget ran out during the reply")
+        finally:
+            stream.close()  # stops reading: the HTTP response is closed
+        if not answered:
+            yield self._unstreamed_after_empty(messages, stop, run_manager, **kwargs)
+
+    def _unstreamed_after_empty(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None,
+        run_manager: CallbackManagerForLLMRun | None,
+        **kwargs: Any,
+    ) -> ChatGenerationChunk:
+        """The empty stream's step asked again unstreamed. If that fails too, the failure is still
+        an empty stream (unless the server now names an overflow), so the graph can judge it by the
+        prompt's size: after a long prompt it is how some servers say the context is full."""
+        try:
+            return self._unstreamed(messages, stop, run_manager, **kwargs)
+        except Exception as exc:
+            if classify_model_error(exc)["kind"] == "context_overflow":
+                raise
+            raise EmptyStreamError(
+                f"{EMPTY_STREAM}, and the same request unstreamed failed too "
+                f"({type(exc).__name__}: {str(exc)[:200]})"
+            ) from exc
+
+    def _unstreamed(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None,
+        run_manager: CallbackManagerForLLMRun | None,
+        **kwargs: Any,
+    ) -> ChatGenerationChunk:
+        """The same step once more as a plain request, as one chunk."""
+        kwargs.pop("stream_usage", None)
+        result = super()._generate(messages, stop=stop, **{**kwargs, "stream": False})
+        generation = result.generations[0]
+        chunk = ChatGenerationChunk(
+            message=as_chunk(generation.message), generation_info=generation.generation_info
+        )
+        if run_manager:
+            run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+        return chunk
+
+
+def without_repeated_names(
+    chunk: ChatGenerationChunk, named: dict[int, str]
+) -> ChatGenerationChunk:
+    """`chunk` without the name of a tool call whose name an earlier chunk already gave (and
+    without the legacy `function_call` copy of the calls, which would be joined the same way)."""
+    message = chunk.message
+    if not isinstance(message, AIMessageChunk) or not message.tool_call_chunks:
+        return chunk
+    repaired = []
+    for call in message.tool_call_chunks:
+        index, name = call.get("index"), call.get("name")
+        if isinstance(index, int) and name:
+            if index in named:
+                call = {**call, "name": None}
+            else:
+                named[index] = name
+        repaired.append(call)
+    extra = {k: v for k, v in message.additional_kwargs.items() if k != "function_call"}
+    fixed = message.model_copy(update={"tool_call_chunks": repaired, "additional_kwargs": extra})
+    return ChatGenerationChunk(message=fixed, generation_info=chunk.generation_info)
+
+
+def has_output(message: BaseMessage) -> bool:
+    if isinstance(message, AIMessageChunk) and message.tool_call_chunks:
+        return True
+    return bool(str(message.content).strip())
+
+
+def as_chunk(message: BaseMessage) -> AIMessageChunk:
+    """An unstreamed reply as the one chunk a stream would have merged into."""
+    if not isinstance(message, AIMessage):
+        return AIMessageChunk(content=message.content, id=message.id)
+    calls = [
+        {"name": c["name"], "args": json.dumps(c["args"]), "id": c["id"], "index": i}
+        for i, c in enumerate(message.tool_calls)
+    ]
+    calls += [
+        {"name": c.get("name"), "args": c.get("args"), "id": c.get("id"), "index": len(calls) + i}
+        for i, c in enumerate(message.invalid_tool_calls)
+    ]
+    return AIMessageChunk(
+        content=message.content,
+        id=message.id,
+        additional_kwargs=message.additional_kwargs,
+        response_metadata=message.response_metadata,
+        usage_metadata=message.usage_metadata,
+        tool_call_chunks=[{**c, "type": "tool_call_chunk"} for c in calls],
+    )
+
+
+class RepetitionDetector:
+    """Watches a reply's text as it streams; `feed` returns the repeated unit once the end of the
+    text is the same unit at least MIN_REPEATS times over at least MIN_SPAN characters."""
+
+    def __init__(self) -> None:
+        self.tail = ""
+        self.total = 0
+        self._unchecked = 0
+
+    def feed(self, text: str) -> str | None:
+        if not text:
+            return None
+        self.total += len(text)
+        self.tail = (self.tail + text)[-(MAX_PERIOD * MIN_REPEATS + CHECK_EVERY) :]
+        self._unchecked += len(text)
+        if self._unchecked < CHECK_EVERY or len(self.tail) < MIN_SPAN:
+            return None
+        self._unchecked = 0
+        return repeated_unit(self.tail)
+
+
+def repeated_unit(text: str) -> str | None:
+    """The unit that `text` ends by repeating (see RepetitionDetector), or None. Candidate units
+    come from earlier occurrences of the text's last PROBE characters."""
+    probe = text[-PROBE:]
+    start = len(text) - len(probe)
+    position = text.rfind(probe, 0, len(text) - 1)
+    while position != -1:
+        period = start - position
+        if period > MAX_PERIOD:
+            return None
+        repeats = max(MIN_REPEATS, -(-MIN_SPAN // period))
+        span = period * repeats
+        if span <= len(text) and text[-span:] == text[-period:] * repeats:
+            return text[-period:]
+        position = text.rfind(probe, 0, position + len(probe) - 1)
+    return None

@@ -1,0 +1,91 @@
+"""Turns that say honestly how they went: an answer no evaluator could judge, an empty plan, and a
+piped message whose trailing newline stays out of the thread's title."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
+
+from app.render import STRATEGY_EVENTS
+from graphs.plan.nodes import EMPTY_PLAN
+from graphs.plan.state import Plan, PlanStep
+from graphs.state import AgentContext
+from graphs.strategies import get_strategy, strategy_turn_input
+from tests.conftest import run_cli
+from tests.fakes import ScriptedChatModel
+from tools import default_tools
+
+
+def run(strategy: str, model: ScriptedChatModel, tmp_path: Path, **limits: Any) -> tuple:
+    chosen = get_strategy(strategy)
+    graph = chosen.build(InMemorySaver())
+    context = AgentContext(
+        model=model, tools=default_tools(tmp_path), backoff_base=0, sleep=lambda s: None, **limits
+    )
+    config = {"configurable": {"thread_id": "t"}, "recursion_limit": 60}
+    message = HumanMessage("what is the weather in Oslo?", id="h1")
+    events = list(
+        graph.stream(
+            strategy_turn_input(chosen, message, 1),
+            config,
+            context=context,
+            stream_mode="custom",
+            subgraphs=True,
+        )
+    )
+    return graph.get_state(config).values, [payload for _, payload in events]
+
+
+def test_an_answer_without_a_usable_verdict_is_not_a_success(tmp_path: Path) -> None:
+    model = ScriptedChatModel(script=["It is sunny in Oslo.", AIMessage("Looks fine to me.")])
+
+    values, events = run("reflexion", model, tmp_path, max_trials=1)
+
+    assert values["verdict"]["success"] is False
+    assert values["verdict"]["reason"].startswith("no usable verdict (the reply contained no")
+    [verdict] = [e for e in events if e["type"] == "verdict"]
+    line = STRATEGY_EVENTS["verdict"](verdict)
+    assert line.startswith("✗ evaluation of attempt 1: failure — no usable verdict")
+    model.assert_done()
+
+
+def test_an_empty_plan_is_questioned_once_then_accepted_and_shown(tmp_path: Path) -> None:
+    model = ScriptedChatModel(script=[Plan(steps=[]), Plan(steps=[]), "Hello!"])
+
+    values, events = run("plan", model, tmp_path)
+
+    assert (values["status"], values["messages"][-1].content) == ("answered", "Hello!")
+    second_planner_call = model.calls[1]
+    assert EMPTY_PLAN in str(second_planner_call[-1].content)
+    [plan] = [e for e in events if e["type"] == "plan"]
+    assert STRATEGY_EVENTS["plan"](plan) == "plan: no steps (answering without tools)"
+    model.assert_done()
+
+
+def test_a_model_asked_about_its_empty_plan_can_send_the_steps(tmp_path: Path) -> None:
+    step = PlanStep(tool="get_weather", arguments={"city": "Paris"}, reason="look it up")
+    model = ScriptedChatModel(script=[Plan(steps=[]), Plan(steps=[step]), "Paris: see above."])
+
+    values, _ = run("plan", model, tmp_path)
+
+    assert values["status"] == "answered"
+    assert [(r["tool"], r["status"]) for r in values["step_results"]] == [
+        ("get_weather", "success")
+    ]
+    model.assert_done()
+
+
+@pytest.mark.parametrize("ending", [b"\n", b"\r\n", b"  \n\n"])
+def test_a_piped_message_keeps_its_trailing_newline_out_of_the_title(ending: bytes) -> None:
+    result = run_cli("chat", "-t", "piped", input=b"what is 6 times 7" + ending)
+    assert result.returncode == 0, result.stderr.decode()
+
+    listing = run_cli("threads", "list", "--json")
+
+    [thread] = json.loads(listing.stdout.decode())
+    assert thread["title"] == "what is 6 times 7"
