@@ -18,11 +18,12 @@ import io
 import json
 import os
 import sqlite3
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from bench.together import release, start_workers
 
 SHARED_THREAD = "soak-shared"
 BUSY = 2
@@ -83,30 +84,11 @@ class SoakResult:
 
 def soak(db: str, processes: int, turns: int, env: dict[str, str], cwd: Path) -> SoakResult:
     """Run `processes` workers of `turns` turns each on `db` (a SQLite path or a PostgreSQL URL)."""
-    workers = [
-        subprocess.Popen(
-            [sys.executable, "-m", "bench.soak", db, str(turns), str(index)],
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
+    commands = [
+        [sys.executable, "-m", "bench.soak", db, str(turns), str(index)]
         for index in range(processes)
     ]
-    for process in workers:
-        assert process.stdout is not None and process.stdin is not None
-        if process.stdout.readline().strip() != b"ready":
-            raise RuntimeError(f"a soak worker did not start: {process.stderr.read()[-2000:]}")
-    for process in workers:
-        process.stdin.write(b"go\n")
-        process.stdin.flush()
-    reports = []
-    for process in workers:
-        out, err = process.communicate(timeout=1800)
-        if process.returncode != 0:
-            raise RuntimeError(f"a soak worker crashed: {err.decode()[-2000:]}")
-        reports.append(json.loads(out.decode().splitlines()[-1]))
+    reports = release(start_workers(commands, cwd, env))
     outcomes = [o for r in reports for o in r["outcomes"]]
     answered = [o for o in outcomes if o["status"] == 0]
     return SoakResult(
