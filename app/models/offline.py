@@ -30,6 +30,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from app.models import answers
 from app.models.facts import asked_fact, recall, stated_facts
 from app.models.intents import Intent, is_chinese, parse_request
+from graphs.messages import without_notes
 from graphs.summarize import SUMMARIZE_INSTRUCTION, is_summary
 
 OFFLINE_NOTICE = (
@@ -81,7 +82,10 @@ class OfflineChatModel(BaseChatModel):
             yield ChatGenerationChunk(message=chunk)
 
     def plan(self, messages: Sequence[BaseMessage]) -> AIMessage:
-        """The next message: tool calls for the first step not yet run, else the final answer."""
+        """The next message: tool calls for the first step not yet run, else the final answer.
+        It reads the user's own words: notes put in front of them (past experience) are not
+        requests."""
+        messages = [without_notes(m) for m in messages]
         if self.structured_schema:
             from app.models.structured import respond
 
