@@ -287,6 +287,7 @@ def replay(
 
     with open_thread(thread, db, model=model, workspace=workspace) as t:
         row = t.index.resolve(checkpoint)
+        spared: list[str] = []  # files changed outside Waypoint: the replay must not write them
         if not keep_files:
             head = state_at(t.graph, thread, t.index.head.checkpoint_id)
             start = state_at(t.graph, thread, row.checkpoint_id)
@@ -298,6 +299,7 @@ def replay(
             )
             for line in report.lines():
                 err.print(f"workspace: {line}", markup=False)
+            spared = report.conflicts
         renderer = (
             JsonlRenderer(out, debug=state["debug"])
             if jsonl
@@ -305,7 +307,8 @@ def replay(
         )
         with open_runtime(t.settings) as runtime:
             try:
-                result = runtime.session(thread).replay(row.checkpoint_id, renderer, _approver(yes))
+                session = runtime.session(thread)
+                result = session.replay(row.checkpoint_id, renderer, _approver(yes), spared)
             except TurnInterrupted as exc:
                 err.print(f"[yellow]{exc}; what was shown is saved[/yellow]")
                 raise typer.Exit(130) from None
