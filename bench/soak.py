@@ -91,14 +91,16 @@ def soak(db: str, processes: int, turns: int, env: dict[str, str], cwd: Path) ->
     reports = release(start_workers(commands, cwd, env))
     outcomes = [o for r in reports for o in r["outcomes"]]
     answered = [o for o in outcomes if o["status"] == 0]
+    verdict = integrity(db)
     return SoakResult(
         processes=processes,
         turns_per_process=turns,
         answered=len(answered),
         busy=sum(o["status"] == BUSY and o["thread"] == SHARED_THREAD for o in outcomes),
         errors=[o for o in outcomes if o["status"] != 0 and not _busy(o)],
-        lost=missing_turns(db, answered),
-        integrity=integrity(db),
+        # a damaged database cannot show what it kept: every answered turn counts as lost
+        lost=missing_turns(db, answered) if verdict == "ok" else answered,
+        integrity=verdict,
         wall_s=max(r["end"] for r in reports) - min(r["start"] for r in reports),
     )
 
@@ -132,8 +134,11 @@ def integrity(db: str) -> str:
     """SQLite's own verdict on the file ("ok"); a PostgreSQL server keeps its own."""
     if db.startswith(("postgresql://", "postgres://")):
         return "ok"
-    with contextlib.closing(sqlite3.connect(db)) as connection:
-        return "; ".join(row[0] for row in connection.execute("PRAGMA integrity_check"))
+    try:
+        with contextlib.closing(sqlite3.connect(db)) as connection:
+            return "; ".join(row[0] for row in connection.execute("PRAGMA integrity_check"))
+    except sqlite3.DatabaseError as exc:
+        return f"unreadable: {exc}"
 
 
 if __name__ == "__main__":
