@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -40,7 +40,8 @@ from graphs.shared.summarize import (
 from graphs.shared.window import context_budget
 from graphs.state import AgentContext
 from graphs.strategies import get_strategy, stored_strategy, strategy_turn_input
-from tools import SIDE_EFFECT_TOOLS
+from tools import side_effect_names
+from tools.file_tools import sparing
 from tools.memory import MemoryStore
 
 PREVIEW_CHARS = 80
@@ -247,9 +248,18 @@ class ChatSession:
         metadata = {k: v for k, v in (head.metadata or {}).items() if k in {"turn", "preview"}}
         return self._answer_approvals(self._run_config(metadata), renderer, turn, approver)
 
-    def replay(self, checkpoint_id: str, renderer: Renderer, approve: ReplayConfirm) -> TurnResult:
+    def replay(
+        self,
+        checkpoint_id: str,
+        renderer: Renderer,
+        approve: ReplayConfirm,
+        spared: Collection[str] = (),
+    ) -> TurnResult:
         """Re-execute the graph from a checkpoint: a new branch whose model and tools run again.
-        Before tools with side effects run again, `approve` decides (see the two ways below)."""
+        Before tools with side effects run again, `approve` decides (see the two ways below).
+        Files in `spared` (changed outside Waypoint) are never written by the replayed calls."""
+        tools = sparing(self.base_context.tools, spared)
+        self.context = dataclasses.replace(self.base_context, tools=tools)
         with lock_thread(self.settings.db, self.thread_id):
             start = self.graph.get_state(
                 {"configurable": {"thread_id": self.thread_id, "checkpoint_id": checkpoint_id}}
@@ -286,7 +296,7 @@ class ChatSession:
             if head.next != (gate,):
                 return
             calls = self.strategy.gate_calls(head.values)
-            risky = [c for c in calls if c["name"] in SIDE_EFFECT_TOOLS]
+            risky = [c for c in calls if c["name"] in side_effect_names(self.context.tools)]
             if risky and not approve(risky):
                 self._close(
                     cancelled_results(
@@ -308,7 +318,7 @@ class ChatSession:
         answered "not run" and the run goes on with that."""
         base = self.context
         self.context = dataclasses.replace(
-            base, approval="ask", confirm_tools=frozenset(SIDE_EFFECT_TOOLS)
+            base, approval="ask", confirm_tools=side_effect_names(base.tools)
         )
         try:
             self._drive(None, first, renderer, turn)

@@ -206,27 +206,19 @@ def chat(
     if message is None and not sys.stdin.isatty():
         # The newline that ends piped text is not part of the message (nor of the thread title).
         message = sys.stdin.buffer.read().decode("utf-8", "replace").rstrip()
-    from app.cli_mcp import open_mcp_tools
-    from tools import default_tools
+    if message is not None:
+        code = _one_shot(settings, thread_id, message, jsonl, stream, created=thread is None)
+        raise typer.Exit(code)
+    from app.repl import run_repl
 
-    builtin = {t.name for t in default_tools(settings.workspace)}
-    with open_mcp_tools(settings.mcp_config, reserved_names=builtin) as extra_tools:
-        if message is not None:
-            code = _one_shot(
-                settings, thread_id, message, jsonl, stream, extra_tools, created=thread is None
-            )
-            raise typer.Exit(code)
-        from app.repl import run_repl
-
-        run_repl(
-            settings,
-            thread_id,
-            out,
-            err,
-            extra_tools=extra_tools,
-            show_updates=stream is StreamStyle.updates,
-            debug=state["debug"],
-        )
+    run_repl(
+        settings,
+        thread_id,
+        out,
+        err,
+        show_updates=stream is StreamStyle.updates,
+        debug=state["debug"],
+    )
 
 
 def _one_shot(
@@ -235,15 +227,12 @@ def _one_shot(
     message: str,
     jsonl: bool,
     stream: StreamStyle,
-    extra_tools: list,
     *,
     created: bool,
 ) -> int:
-    from app import context as run_context
-    from app.chat import ChatSession, TurnInterrupted
-    from app.memory import memory_user, open_memory
+    from app.chat import TurnInterrupted
     from app.render import ConsoleRenderer, JsonlRenderer
-    from app.store import open_checkpointer
+    from app.runtime import open_runtime
 
     renderer = (
         JsonlRenderer(out, debug=state["debug"])
@@ -255,15 +244,8 @@ def _one_shot(
     policy, approver = _approval_for_one_shot(
         settings, interactive=sys.stdin.isatty() and not jsonl
     )
-    with (
-        open_checkpointer(settings.db, settings.busy_timeout) as saver,
-        open_memory(settings) as memory,
-    ):
-        user = memory_user(settings)
-        context = run_context.make_context(
-            settings, approval=policy, memory=memory, user=user, extra_tools=extra_tools
-        )
-        session = ChatSession(settings, saver, thread_id, context, memory=memory, user=user)
+    with open_runtime(settings, approval=policy) as runtime:
+        session = runtime.session(thread_id)
         if created and not jsonl:
             err.print(f"[dim]thread {thread_id}[/dim]")
         if approver is None:
@@ -408,16 +390,11 @@ def list_tools(
     """List every tool the agent can call, with its description and JSON schema."""
     from langchain_core.utils.function_calling import convert_to_openai_tool
 
-    from app.cli_mcp import open_mcp_tools
-    from app.context import make_context
-    from app.memory import memory_user, open_memory
+    from app.runtime import open_runtime
     from graphs.shared.approvals import risk_of
 
     settings = load_settings(db=db, mcp_config=mcp_config, model="offline")
-    with open_memory(settings) as memory, open_mcp_tools(settings.mcp_config) as extra:
-        context = make_context(
-            settings, memory=memory, user=memory_user(settings), extra_tools=extra
-        )
+    with open_runtime(settings) as runtime:
         described = [
             {
                 **convert_to_openai_tool(tool)["function"],
@@ -425,7 +402,7 @@ def list_tools(
                 if (tool.metadata or {}).get("risk") or risk_of(tool, {})
                 else "no",
             }
-            for tool in context.tools
+            for tool in runtime.context.tools
         ]
     if as_json:
         out.print_json(json.dumps(described, ensure_ascii=False))

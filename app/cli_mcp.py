@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Collection, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -15,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from app.cli import JsonOption, app, err, load_settings, out
-from app.errors import ConfigError
+from app.mcp_tools import open_mcp_tools
 
 if TYPE_CHECKING:
     from langchain_core.tools import BaseTool
@@ -35,25 +33,6 @@ McpConfigOption = Annotated[
         "--mcp-config", help='MCP servers as JSON: {"mcpServers": {"name": {"command": ...}}}.'
     ),
 ]
-
-
-@contextmanager
-def open_mcp_tools(
-    config_file: Path | None, *, reserved_names: Collection[str] = ()
-) -> Iterator[list[BaseTool]]:
-    """The tools of the servers in `config_file` (none when it is None), closed on exit; any setup
-    failure is a ConfigError for the person at the terminal."""
-    if config_file is None:
-        yield []
-        return
-    from tools.mcp import McpSetupError, load_mcp_config, load_mcp_tools
-
-    try:
-        toolset = load_mcp_tools(load_mcp_config(config_file), reserved_names=reserved_names)
-    except McpSetupError as exc:
-        raise ConfigError(str(exc)) from None
-    with toolset:
-        yield toolset
 
 
 @mcp_app.command("serve")
@@ -83,7 +62,7 @@ def build_server(tools: list[BaseTool]) -> Server:
     from pydantic import ValidationError
 
     from graphs.shared.tool_calls import invalid_arguments_message, unknown_tool_message
-    from tools import SIDE_EFFECT_TOOLS
+    from tools import has_side_effects
     from tools.errors import ToolError
 
     by_name = {tool.name: tool for tool in tools}
@@ -92,7 +71,7 @@ def build_server(tools: list[BaseTool]) -> Server:
             name=tool.name,
             description=tool.description,
             inputSchema=input_schema(tool),
-            annotations=types.ToolAnnotations(readOnlyHint=tool.name not in SIDE_EFFECT_TOOLS),
+            annotations=types.ToolAnnotations(readOnlyHint=not has_side_effects(tool)),
         )
         for tool in tools
     ]

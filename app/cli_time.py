@@ -51,19 +51,23 @@ class OpenThread:
 
 
 @contextlib.contextmanager
-def open_thread(thread: str, db: str | None, **overrides: object) -> Iterator[OpenThread]:
-    """Validate the thread id, open the database and index the thread's checkpoints."""
-    from app.store import open_database, validate_thread_id
+def open_thread(
+    thread: str, db: str | None, *, write: bool = False, **overrides: object
+) -> Iterator[OpenThread]:
+    """Validate the thread id, open the database and index the thread's checkpoints; a `write`
+    command takes the thread's lock first, so what it reads cannot change under it."""
+    from app.store import lock_thread, open_database, validate_thread_id
+    from app.threads import thread_graph
     from app.timetravel import CheckpointIndex
-    from graphs.strategies import get_strategy, stored_strategy
 
     settings = load_settings(db=db, **overrides)
     validate_thread_id(thread)
-    with open_database(settings.db, settings.busy_timeout) as database:
+    with contextlib.ExitStack() as stack:
+        database = stack.enter_context(open_database(settings.db, settings.busy_timeout))
+        if write:
+            stack.enter_context(lock_thread(settings.db, thread))
         index = CheckpointIndex(database, thread)
-        # The thread's own graph, so its strategy's state fields (plan, lessons, …) are read too.
-        strategy = get_strategy(stored_strategy(database.saver, thread) or "react")
-        graph = strategy.build(database.saver)
+        graph = thread_graph(database.saver, thread)
         yield OpenThread(settings, database.saver, graph, index, database)
 
 
@@ -206,9 +210,7 @@ def rollback(
     """Make an earlier checkpoint the head again; nothing is deleted, so it can be undone too."""
     if (turns is None) == (checkpoint is None):
         raise UsageError("give exactly one of --turns N or --checkpoint ID")
-    from app.store import lock_thread
-
-    with open_thread(thread, db, workspace=workspace) as t, lock_thread(t.settings.db, thread):
+    with open_thread(thread, db, write=True, workspace=workspace) as t:
         report = do_rollback(t, turns, checkpoint, keep_files=keep_files, force=force)
     print_rollback(report)
 
@@ -277,14 +279,15 @@ def replay(
     ] = False,
 ) -> None:
     """Re-execute the graph from a checkpoint on a new branch, streaming like `chat`."""
-    from app import chat as chat_service
-    from app import context as run_context
+    from app.chat import TurnInterrupted
     from app.render import ConsoleRenderer, JsonlRenderer
+    from app.runtime import open_runtime
     from app.timetravel import state_at
     from app.workspace_sync import restore_workspace
 
     with open_thread(thread, db, model=model, workspace=workspace) as t:
         row = t.index.resolve(checkpoint)
+        spared: list[str] = []  # files changed outside Waypoint: the replay must not write them
         if not keep_files:
             head = state_at(t.graph, thread, t.index.head.checkpoint_id)
             start = state_at(t.graph, thread, row.checkpoint_id)
@@ -296,19 +299,19 @@ def replay(
             )
             for line in report.lines():
                 err.print(f"workspace: {line}", markup=False)
-        session = chat_service.ChatSession(
-            t.settings, t.saver, thread, run_context.make_context(t.settings)
-        )
+            spared = report.conflicts
         renderer = (
             JsonlRenderer(out, debug=state["debug"])
             if jsonl
             else ConsoleRenderer(out, err, debug=state["debug"])
         )
-        try:
-            result = session.replay(row.checkpoint_id, renderer, _approver(yes))
-        except chat_service.TurnInterrupted as exc:
-            err.print(f"[yellow]{exc}; what was shown is saved[/yellow]")
-            raise typer.Exit(130) from None
+        with open_runtime(t.settings) as runtime:
+            try:
+                session = runtime.session(thread)
+                result = session.replay(row.checkpoint_id, renderer, _approver(yes), spared)
+            except TurnInterrupted as exc:
+                err.print(f"[yellow]{exc}; what was shown is saved[/yellow]")
+                raise typer.Exit(130) from None
     if result.status == "failed":
         raise AgentRunError(f"the replay of thread {thread} failed")
 

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from langchain_core.tools import BaseTool
 from prompt_toolkit import PromptSession
 from prompt_toolkit.history import FileHistory
 from prompt_toolkit.key_binding import KeyBindings
@@ -13,12 +10,11 @@ from rich.console import Console
 from app.approval_ui import ask_approval
 from app.chat import Approver, ChatSession, TurnInterrupted, new_thread_id
 from app.config import Settings
-from app.context import make_context
 from app.errors import AppError, UsageError
-from app.memory import memory_user, open_memory
 from app.models.offline import OFFLINE_NOTICE
 from app.render import ConsoleRenderer
-from app.store import database_of, open_checkpointer
+from app.runtime import Runtime, open_runtime
+from app.store import database_of
 
 HELP = """\
 Type a message and press Enter. Esc then Enter inserts a newline.
@@ -54,7 +50,6 @@ def run_repl(
     out: Console,
     err: Console,
     *,
-    extra_tools: Sequence[BaseTool] = (),
     show_updates: bool = False,
     debug: bool = False,
 ) -> None:
@@ -62,17 +57,11 @@ def run_repl(
     prompt = PromptSession(
         history=FileHistory(str(settings.chat_history_file)), key_bindings=_key_bindings()
     )
-    with (
-        open_checkpointer(settings.db, settings.busy_timeout) as saver,
-        open_memory(settings) as memory,
-    ):
-        settings = settings.model_copy(update={"approve": settings.approve or "ask"})
-        user = memory_user(settings)
-        context = make_context(settings, memory=memory, user=user, extra_tools=extra_tools)
+    settings = settings.model_copy(update={"approve": settings.approve or "ask"})
+    with open_runtime(settings) as runtime:
         repl = Repl(
-            settings,
-            saver,
-            ChatSession(settings, saver, thread_id, context, memory=memory, user=user),
+            runtime,
+            runtime.session(thread_id),
             out,
             err,
             show_updates=show_updates,
@@ -102,16 +91,16 @@ class Repl:
 
     def __init__(
         self,
-        settings: Settings,
-        saver,
+        runtime: Runtime,
         session: ChatSession,
-        out: Console,  # type: ignore[no-untyped-def]
+        out: Console,
         err: Console,
         *,
         show_updates: bool,
         debug: bool,
     ) -> None:
-        self.settings, self.saver, self.session = settings, saver, session
+        self.runtime, self.session = runtime, session
+        self.settings, self.saver = runtime.settings, runtime.saver
         self.out, self.err = out, err
         self.show_updates, self.debug = show_updates, debug
         self.approver: Approver | None = None
@@ -202,15 +191,7 @@ class Repl:
         self.out.print(threads_table(list_threads(database_of(self.saver))))
 
     def _new(self) -> None:
-        session = self.session
-        self.session = ChatSession(
-            self.settings,
-            self.saver,
-            new_thread_id(),
-            session.base_context,
-            memory=session.memory,
-            user=session.user,
-        )
+        self.session = self.runtime.session(new_thread_id())
         self.err.print(f"new thread [cyan]{self.session.thread_id}[/cyan]")
 
     def _rollback(self, *, turns: int | None, checkpoint: str | None) -> None:

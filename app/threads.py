@@ -15,6 +15,7 @@ from app.db.strict import SHAPE_ERRORS, UnreadableCheckpointError, unreadable
 __all__ = ["unreadable"]  # with the services below
 
 if TYPE_CHECKING:  # the graph machinery is not needed to list threads (`threads list` stays fast)
+    from langgraph.checkpoint.base import BaseCheckpointSaver
     from langgraph.graph.state import CompiledStateGraph
     from langgraph.types import StateSnapshot
 
@@ -89,3 +90,11 @@ def reading(thread_id: str, checkpoint: str) -> Iterator[None]:
 
 def thread_exists(database: Database, thread_id: str) -> bool:
     return database.thread_exists(thread_id)
+
+
+def thread_graph(checkpointer: BaseCheckpointSaver, thread_id: str) -> CompiledStateGraph:
+    """The compiled graph of the thread's own strategy (react for a new thread), so its state
+    fields (plan, lessons, …) and pending steps (`executor`, …) read as that strategy wrote them."""
+    from graphs.strategies import get_strategy, stored_strategy
+
+    return get_strategy(stored_strategy(checkpointer, thread_id) or "react").build(checkpointer)

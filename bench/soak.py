@@ -18,11 +18,12 @@ import io
 import json
 import os
 import sqlite3
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from bench.together import release, start_workers
 
 SHARED_THREAD = "soak-shared"
 BUSY = 2
@@ -83,40 +84,23 @@ class SoakResult:
 
 def soak(db: str, processes: int, turns: int, env: dict[str, str], cwd: Path) -> SoakResult:
     """Run `processes` workers of `turns` turns each on `db` (a SQLite path or a PostgreSQL URL)."""
-    workers = [
-        subprocess.Popen(
-            [sys.executable, "-m", "bench.soak", db, str(turns), str(index)],
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
+    commands = [
+        [sys.executable, "-m", "bench.soak", db, str(turns), str(index)]
         for index in range(processes)
     ]
-    for process in workers:
-        assert process.stdout is not None and process.stdin is not None
-        if process.stdout.readline().strip() != b"ready":
-            raise RuntimeError(f"a soak worker did not start: {process.stderr.read()[-2000:]}")
-    for process in workers:
-        process.stdin.write(b"go\n")
-        process.stdin.flush()
-    reports = []
-    for process in workers:
-        out, err = process.communicate(timeout=1800)
-        if process.returncode != 0:
-            raise RuntimeError(f"a soak worker crashed: {err.decode()[-2000:]}")
-        reports.append(json.loads(out.decode().splitlines()[-1]))
+    reports = release(start_workers(commands, cwd, env))
     outcomes = [o for r in reports for o in r["outcomes"]]
     answered = [o for o in outcomes if o["status"] == 0]
+    verdict = integrity(db)
     return SoakResult(
         processes=processes,
         turns_per_process=turns,
         answered=len(answered),
         busy=sum(o["status"] == BUSY and o["thread"] == SHARED_THREAD for o in outcomes),
         errors=[o for o in outcomes if o["status"] != 0 and not _busy(o)],
-        lost=missing_turns(db, answered),
-        integrity=integrity(db),
+        # a damaged database cannot show what it kept: every answered turn counts as lost
+        lost=missing_turns(db, answered) if verdict == "ok" else answered,
+        integrity=verdict,
         wall_s=max(r["end"] for r in reports) - min(r["start"] for r in reports),
     )
 
@@ -150,8 +134,11 @@ def integrity(db: str) -> str:
     """SQLite's own verdict on the file ("ok"); a PostgreSQL server keeps its own."""
     if db.startswith(("postgresql://", "postgres://")):
         return "ok"
-    with contextlib.closing(sqlite3.connect(db)) as connection:
-        return "; ".join(row[0] for row in connection.execute("PRAGMA integrity_check"))
+    try:
+        with contextlib.closing(sqlite3.connect(db)) as connection:
+            return "; ".join(row[0] for row in connection.execute("PRAGMA integrity_check"))
+    except sqlite3.DatabaseError as exc:
+        return f"unreadable: {exc}"
 
 
 if __name__ == "__main__":

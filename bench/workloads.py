@@ -26,6 +26,7 @@ from bench.measure import (
     timed,
 )
 from bench.model import question
+from bench.together import release, start_workers
 
 REPO = Path(__file__).resolve().parent.parent
 ONE_SHOT = "what is 6 times 7"
@@ -308,39 +309,19 @@ def concurrent(workdir: Path, processes: int, turns: int) -> dict:
                 pass
         else:
             baseline_saver(db).conn.close()
-        workers[kind] = [
-            subprocess.Popen(
-                [sys.executable, "-m", "bench.worker", kind, str(db), f"w{i}", str(turns)],
-                cwd=workdir,
-                env=clean_env(),
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-            )
+        commands = [
+            [sys.executable, "-m", "bench.worker", kind, str(db), f"w{i}", str(turns)]
             for i in range(processes)
         ]
-    for kind, group in workers.items():
-        for worker in group:
-            assert worker.stdout is not None
-            if worker.stdout.readline().strip() != b"ready":
-                raise RuntimeError(f"{kind} worker did not start: {worker.stderr.read()[-2000:]}")
+        workers[kind] = start_workers(commands, workdir, clean_env())
     results: dict = {"processes": processes, "turns_per_process": turns}
     for kind, group in workers.items():
-        results[kind] = _release(kind, group)
+        results[kind] = _release(group)
     return results
 
 
-def _release(kind: str, group: list[subprocess.Popen]) -> dict:
-    for worker in group:
-        assert worker.stdin is not None
-        worker.stdin.write(b"go\n")
-        worker.stdin.flush()
-    reports = []
-    for worker in group:
-        out, err = worker.communicate(timeout=900)
-        if worker.returncode != 0:
-            raise RuntimeError(f"{kind} worker failed: {err.decode()[-2000:]}")
-        reports.append(json.loads(out))
+def _release(group: list[subprocess.Popen]) -> dict:
+    reports = release(group, timeout=900)
     wall = max(r["end"] for r in reports) - min(r["start"] for r in reports)
     done = sum(r["turns_ok"] for r in reports)
     return {

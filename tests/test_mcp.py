@@ -16,7 +16,7 @@ import pytest
 from langchain_core.messages import AIMessage
 
 from tests.conftest import REPO, run_cli
-from tools import default_tools
+from tools import default_tools, has_side_effects
 from tools.errors import ToolError, ToolLimitError
 from tools.mcp import (
     INSTALL_HINT,
@@ -229,7 +229,10 @@ def test_waypoint_tools_round_trip_through_a_real_stdio_server(tmp_path: Path):
                 "mcp_server": "waypoint",
                 "mcp_tool": original.name,
                 "trusted": False,
+                "read_only": not has_side_effects(original),
             }
+            # the side effects survive the round trip, so a replay asks before re-running them
+            assert has_side_effects(remote) == has_side_effects(original)
         request = AIMessage(
             content="",
             tool_calls=[
@@ -277,7 +280,9 @@ def test_clashing_names_get_the_server_prefix_and_tools_carry_the_trust_flag(tin
             "mcp_server": "a",
             "mcp_tool": "echo",
             "trusted": True,
+            "read_only": False,  # the server does not say a call changes nothing
         }
+        assert has_side_effects(by_name["a__echo"])
         assert by_name["a__echo"].invoke({"text": "x"}) == "a:x"
         assert by_name["b__echo"].invoke({"text": "y"}) == "b:y"
         assert by_name["label_b"].invoke({}) == "b"

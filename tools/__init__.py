@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -11,8 +11,20 @@ from langchain_core.tools import BaseTool
 if TYPE_CHECKING:
     from tools.search import SearchBackend
 
-# Tools whose calls change something outside the conversation: replays ask before running them again.
-SIDE_EFFECT_TOOLS = frozenset({"write_file", "edit_file", "run_python"})
+
+def has_side_effects(tool: BaseTool) -> bool:
+    """Whether a call changes something outside the conversation, so that a replay asks before
+    running it again: Waypoint's tools say so in `metadata["side_effects"]`; a tool of an MCP
+    server has side effects unless the server marks it read-only (`readOnlyHint`)."""
+    metadata = tool.metadata or {}
+    if "mcp_server" in metadata:
+        return not metadata.get("read_only", False)
+    return bool(metadata.get("side_effects"))
+
+
+def side_effect_names(tools: Iterable[BaseTool]) -> frozenset[str]:
+    """The names of the tools among `tools` that have side effects."""
+    return frozenset(tool.name for tool in tools if has_side_effects(tool))
 
 
 def default_tools(
@@ -33,7 +45,11 @@ def default_tools(
     from tools.weather_online import make_weather_tool
 
     python = make_python_tool(Sandbox(hide=(workspace, *hidden)))
-    python.metadata = {**(python.metadata or {}), "risk": lambda args: "runs Python code"}
+    python.metadata = {
+        **(python.metadata or {}),
+        "risk": lambda args: "runs Python code",
+        "side_effects": True,
+    }
     weather = make_weather_tool(weather_backend)
     tools = [calculator, weather, *make_file_tools(Workspace(workspace)), current_time, python]
     if search is not None:

@@ -6,11 +6,13 @@ call: stored in the conversation, it is the journal that workspace time travel r
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field
 
-from tools.errors import ToolError
-from tools.files import Entry, Listing, Workspace, printable
+from tools.errors import ToolError, ToolInputError
+from tools.files import Entry, Listing, Workspace, normalized, printable
 
 PATH_HELP = "File path relative to the workspace root, e.g. 'notes/a.txt'."
 FILE_WRITING_TOOLS = frozenset({"write_file", "edit_file"})
@@ -108,13 +110,13 @@ def make_file_tools(workspace: Workspace) -> list[BaseTool]:
             write_file,
             args_schema=WriteFileArgs,
             response_format="content_and_artifact",
-            metadata={"risk": overwrite_risk},
+            metadata={"risk": overwrite_risk, "side_effects": True},
         ),
         StructuredTool.from_function(
             edit_file,
             args_schema=EditFileArgs,
             response_format="content_and_artifact",
-            metadata={"risk": edit_risk},
+            metadata={"risk": edit_risk, "side_effects": True},
         ),
         StructuredTool.from_function(list_files, args_schema=ListFilesArgs),
     ]
@@ -127,3 +129,35 @@ def journal(path: str, content: str, previous: str | None, previous_known: bool)
         "previous": previous,
         "previous_known": previous_known,
     }
+
+
+def sparing(tools: list[BaseTool], paths: Collection[str]) -> list[BaseTool]:
+    """`tools` with write_file and edit_file refusing `paths` (files changed outside Waypoint that
+    a replay left alone): the replayed call gets a tool error instead of overwriting them."""
+    spared = {normalized_path(p) for p in paths}
+    if not spared:
+        return tools
+    return [_refusing(tool, spared) if tool.name in FILE_WRITING_TOOLS else tool for tool in tools]
+
+
+def normalized_path(path: str) -> str:
+    try:
+        return normalized(path)
+    except ToolError:
+        return path
+
+
+def _refusing(tool: BaseTool, spared: set[str]) -> BaseTool:
+    assert isinstance(tool, StructuredTool) and tool.func is not None
+    write = tool.func
+
+    def guarded(**arguments: object) -> object:
+        path = str(arguments.get("path", ""))
+        if normalized_path(path) in spared:
+            raise ToolInputError(
+                f"'{printable(path)}' was changed outside Waypoint, so this replay leaves it alone "
+                "and did not write it; tell the user (replay with --force to overwrite it)"
+            )
+        return write(**arguments)
+
+    return tool.model_copy(update={"func": guarded})

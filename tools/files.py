@@ -235,6 +235,11 @@ def printable(text: str, keep: str = "") -> str:
     )
 
 
+def normalized(path: str) -> str:
+    """The path as the workspace names it ('./a//b.txt' is 'a/b.txt'); a ToolError when invalid."""
+    return "/".join(_split(path, allow_root=False))
+
+
 def _split(path: str, *, allow_root: bool) -> list[str]:
     """Validate a model-supplied path and return its components ('.' and empty ones dropped)."""
     if not path or not path.strip():

@@ -16,17 +16,16 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 
 from app import chat
-from app import context as run_context
 from app.config import Settings
 from app.errors import AppError, UsageError
-from app.memory import memory_user
+from app.runtime import open_runtime
 from app.server import storage
 from app.server.errors import ForbiddenError, error_body
 from app.server.events import EventRenderer, sse
+from app.threads import thread_graph
 from app.timetravel import state_at
 from app.workspace_sync import restore_workspace
-from graphs.react.graph import build_graph
-from tools import SIDE_EFFECT_TOOLS
+from tools import side_effect_names
 
 log = logging.getLogger("waypoint.server")
 Job = Callable[[chat.ChatSession, EventRenderer], chat.TurnResult]
@@ -106,16 +105,12 @@ def _work(
 ) -> None:
     renderer = EventRenderer(lambda event: stream.put("event", event))
     try:
-        with storage.open_saver(settings) as saver, storage.open_user_memory(settings) as memory:
-            user = memory_user(settings)
-            context = run_context.make_context(settings, approval=policy, memory=memory, user=user)
-            session = chat.ChatSession(
-                settings, saver, thread_id, context, memory=memory, user=user, strategy=strategy
-            )
+        with open_runtime(settings, approval=policy) as runtime:
+            session = runtime.session(thread_id, strategy)
             session.stop = stream.stop
             with active.track(thread_id, stream.stop):
                 status = _run_job(job, session, renderer)
-            head = storage.index(saver, thread_id).head.checkpoint_id
+            head = storage.index(runtime.saver, thread_id).head.checkpoint_id
         stream.put("end", {"thread_id": thread_id, "head": head, "status": status})
     except AppError as exc:
         stream.put("failed", exc)
@@ -205,11 +200,10 @@ def _prepare_replay(settings: Settings, thread_id: str, request) -> tuple[str, l
     with storage.open_saver(settings) as saver, storage.write_lock(settings, thread_id):
         index = open_index(saver, thread_id)
         row = resolve(index, request.checkpoint_id)
-        graph = build_graph(saver)
+        graph = thread_graph(saver, thread_id)
         start_state = state_at(graph, thread_id, row.checkpoint_id)
-        if start_state.next == ("tools",) and not request.confirm:
-            calls = start_state.values["messages"][-1].tool_calls
-            risky = [c["name"] for c in calls if c["name"] in SIDE_EFFECT_TOOLS]
+        if not request.confirm:
+            risky = replay_would_rerun(settings, saver, thread_id, start_state)
             if risky:
                 raise UsageError(
                     f"the replay would re-run tools with side effects ({', '.join(risky)}) at "
@@ -225,3 +219,16 @@ def _prepare_replay(settings: Settings, thread_id: str, request) -> tuple[str, l
             force=request.force,
         )
     return row.checkpoint_id, report.lines()
+
+
+def replay_would_rerun(settings: Settings, saver, thread_id: str, start) -> list[str]:  # type: ignore[no-untyped-def]
+    """The tools with side effects a replay from `start` would run at once: the calls waiting at
+    the thread's strategy's gate (react: `tools`, plan: `executor`)."""
+    from graphs.strategies import get_strategy, stored_strategy
+
+    strategy = get_strategy(stored_strategy(saver, thread_id) or "react")
+    if strategy.replay_gate is None or start.next != (strategy.replay_gate,):
+        return []
+    with open_runtime(settings) as runtime:
+        side_effects = side_effect_names(runtime.context.tools)
+    return [c["name"] for c in strategy.gate_calls(start.values) if c["name"] in side_effects]

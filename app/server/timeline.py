@@ -10,7 +10,7 @@ from app.errors import UsageError
 from app.render import message_dict
 from app.server import storage
 from app.server.errors import ConflictError, NotFoundError
-from app.threads import load_state
+from app.threads import load_state, thread_graph
 from app.timetravel import CheckpointIndex, CheckpointRow, rollback, state_at, turn_history
 from graphs.react.graph import build_graph
 
@@ -46,7 +46,7 @@ def checkpoint_dict(row: CheckpointRow, index: CheckpointIndex, on_branch: set[s
 
 def history(saver, thread_id: str, limit: int = TURNS_SHOWN) -> dict:  # type: ignore[no-untyped-def]
     index = open_index(saver, thread_id)
-    graph = build_graph(saver)
+    graph = thread_graph(saver, thread_id)
     load_state(graph, thread_id)  # an unreadable head is an error, as in the CLI
     on_branch = {r.checkpoint_id for r in index.branch()}
     return {
@@ -108,7 +108,7 @@ def _segment(run: list[CheckpointRow], head: str, on_branch: set[str]) -> dict:
 
 def thread_detail(saver, settings: Settings, thread_id: str) -> dict:  # type: ignore[no-untyped-def]
     index = open_index(saver, thread_id)
-    state = load_state(build_graph(saver), thread_id)
+    state = load_state(thread_graph(saver, thread_id), thread_id)
     turns = [r.turn for r in index.rows if r.turn is not None]
     return {
         "thread_id": thread_id,
@@ -129,7 +129,7 @@ def do_rollback(saver, settings: Settings, thread_id: str, request) -> dict:  # 
         index = open_index(saver, thread_id)
         target = _rollback_target(index, request.turns, request.checkpoint_id)
         report = rollback(
-            build_graph(saver),
+            thread_graph(saver, thread_id),
             index,
             target,
             workspace=None if request.keep_files else settings.workspace,
@@ -168,7 +168,7 @@ def do_fork(saver, settings: Settings, thread_id: str, new_id: str, request) -> 
             raise ConflictError(f'thread {new_id} already exists; choose another "to"')
         report = storage.fork(
             saver,
-            build_graph(saver),
+            thread_graph(saver, thread_id),
             index,
             row,
             new_id,
@@ -185,7 +185,7 @@ def do_fork(saver, settings: Settings, thread_id: str, new_id: str, request) -> 
 
 
 def start_state(saver, thread_id: str, checkpoint_id: str):  # type: ignore[no-untyped-def]
-    return state_at(build_graph(saver), thread_id, checkpoint_id)
+    return state_at(thread_graph(saver, thread_id), thread_id, checkpoint_id)
 
 
 def create_thread(saver, settings: Settings, thread_id: str) -> bool:  # type: ignore[no-untyped-def]

@@ -82,6 +82,11 @@ def is_notice(message: AnyMessage) -> bool:
     return bool(getattr(message, "additional_kwargs", {}).get(NOTICE_KEY))
 
 
+# Where a message noted by `for_model` keeps the user's own words (never sent to an endpoint:
+# ChatOpenAI sends a user message's content and name only).
+USER_TEXT = "waypoint_user_text"
+
+
 def for_model(messages: Sequence[AnyMessage], notes: str = "") -> list[AnyMessage]:
     """The conversation as the model may read it: without Waypoint's notices, and with the turn's
     `notes` (e.g. relevant past experience) in front of the user's current message. Per-turn
@@ -93,6 +98,18 @@ def for_model(messages: Sequence[AnyMessage], notes: str = "") -> list[AnyMessag
     for index in range(len(kept) - 1, -1, -1):
         message = kept[index]
         if isinstance(message, HumanMessage) and isinstance(message.content, str):
-            noted = message.model_copy(update={"content": f"{notes}\n\n{message.content}"})
+            said = {**message.additional_kwargs, USER_TEXT: message.content}
+            noted = message.model_copy(
+                update={"content": f"{notes}\n\n{message.content}", "additional_kwargs": said}
+            )
             return [*kept[:index], noted, *kept[index + 1 :]]
     return kept
+
+
+def without_notes(message: AnyMessage) -> AnyMessage:
+    """The user's message as they wrote it, without the turn's notes `for_model` put in front."""
+    said = message.additional_kwargs.get(USER_TEXT)
+    if not isinstance(said, str):
+        return message
+    rest = {k: v for k, v in message.additional_kwargs.items() if k != USER_TEXT}
+    return message.model_copy(update={"content": said, "additional_kwargs": rest})

@@ -88,7 +88,13 @@ class McpRuntime:
             args_schema=_object_schema(tool.args_schema),
             func=call,
             coroutine=acall,
-            metadata={"mcp_server": spec.name, "mcp_tool": tool.name, "trusted": spec.trusted},
+            metadata={
+                "mcp_server": spec.name,
+                "mcp_tool": tool.name,
+                "trusted": spec.trusted,
+                # the server's own word (MCP tool annotations) that a call changes nothing
+                "read_only": bool((tool.metadata or {}).get("readOnlyHint")),
+            },
         )
 
     def call(self, spec: ServerSpec, tool: BaseTool, arguments: dict[str, Any]) -> str:

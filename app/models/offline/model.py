@@ -25,6 +25,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from app.models.offline import answers
 from app.models.offline.structured import RESPONDERS, respond
 from app.models.offline.walk import Walk, digest
+from graphs.shared.messages import without_notes
 from graphs.shared.requests import request_of
 from graphs.shared.summarize import TRANSCRIPT_LABELS, is_summary
 
@@ -75,7 +76,10 @@ class OfflineChatModel(BaseChatModel):
             yield ChatGenerationChunk(message=chunk)
 
     def plan(self, messages: Sequence[BaseMessage]) -> AIMessage:
-        """The next message: tool calls for the first step not yet run, else the final answer."""
+        """The next message: tool calls for the first step not yet run, else the final answer.
+        It reads the user's own words: notes put in front of them (past experience) are not
+        requests."""
+        messages = [without_notes(m) for m in messages]
         if self.structured_schema:
             return respond(self.structured_schema, messages)
         if request_of(messages).get("ask") == "summary":

@@ -1,0 +1,71 @@
+"""The one place a run is assembled: the checkpoint database, long-term memory, the MCP servers' tools,
+the run context (model, tools, limits, approval policy) and a thread's session on its own strategy's
+graph. The one-shot `chat`, the REPL, `replay` and the HTTP server all open their runs here, so a
+replayed turn has the same tools as the turn it replays."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from langchain_core.language_models import BaseChatModel
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from app.config import Settings
+
+if TYPE_CHECKING:
+    from app.chat import ChatSession
+    from graphs.state import AgentContext
+    from tools.memory import MemoryStore
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """What every turn of a process shares: open until the `open_runtime` block ends."""
+
+    settings: Settings
+    saver: BaseCheckpointSaver
+    memory: MemoryStore
+    user: str
+    context: AgentContext
+
+    def session(self, thread_id: str, strategy: str | None = None) -> ChatSession:
+        """A thread's session (its own strategy's graph unless `strategy` overrides it)."""
+        from app.chat import ChatSession
+
+        return ChatSession(
+            self.settings,
+            self.saver,
+            thread_id,
+            self.context,
+            memory=self.memory,
+            user=self.user,
+            strategy=strategy,
+        )
+
+
+@contextlib.contextmanager
+def open_runtime(
+    settings: Settings, *, approval: str | None = None, model: BaseChatModel | None = None
+) -> Iterator[Runtime]:
+    """Open the database, the memory and the MCP servers of `settings`, and build the run context
+    with `approval` as its policy (default: the settings'); all closed when the block ends."""
+    from app.context import make_context
+    from app.mcp_tools import open_mcp_tools
+    from app.memory import memory_user, open_memory
+    from app.store import open_checkpointer
+    from tools import default_tools
+
+    builtin = {t.name for t in default_tools(settings.workspace)}
+    with (
+        open_checkpointer(settings.db, settings.busy_timeout) as saver,
+        open_memory(settings) as memory,
+        open_mcp_tools(settings.mcp_config, reserved_names=builtin) as extra_tools,
+    ):
+        user = memory_user(settings)
+        context = make_context(
+            settings, model, approval=approval, memory=memory, user=user, extra_tools=extra_tools
+        )
+        yield Runtime(settings, saver, memory, user, context)

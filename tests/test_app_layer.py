@@ -1,0 +1,110 @@
+"""One application layer (app/runtime.py): a replay has the tools of the turn it replays, the server
+reads a thread through its own strategy, rollback locks before it reads, a replay never overwrites a
+file it left alone, and "has side effects" is one property of a tool."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+from fastapi.testclient import TestClient
+from langchain_core.tools import StructuredTool
+from rich.console import Console
+
+from app.config import load_settings
+from app.render import JsonlRenderer
+from app.runtime import open_runtime
+from app.server.api import create_app
+from app.store import lock_thread
+from tests.conftest import run_cli
+from tools import default_tools, has_side_effects, side_effect_names
+
+
+def seed(thread: str, *messages: str, strategy: str | None = None) -> None:
+    with open_runtime(load_settings()) as runtime:
+        session = runtime.session(thread, strategy)
+        for text in messages:
+            session.run_turn(text, JsonlRenderer(Console(file=io.StringIO())))
+
+
+def checkpoints(thread: str) -> list[dict]:
+    result = run_cli("history", "-t", thread, "--all", "--json")
+    assert result.returncode == 0, result.stderr.decode()
+    return json.loads(result.stdout)
+
+
+def first_step(thread: str) -> str:
+    """The checkpoint right after the user's message, before the model's first step."""
+    return next(r for r in checkpoints(thread) if r["source"] == "loop" and r["step"] == 0)[
+        "checkpoint_id"
+    ]
+
+
+def head_messages(thread: str) -> list[dict]:
+    return json.loads(run_cli("show", "-t", thread, "--json").stdout)["messages"]
+
+
+def test_a_replayed_turn_has_the_memory_tools_of_the_turn_it_replays():
+    seed("m", "remember that my favourite colour is green")
+    assert any(m.get("name") == "remember" for m in head_messages("m"))
+
+    replayed = run_cli("replay", "-t", "m", "-c", first_step("m"), "--yes")
+
+    assert replayed.returncode == 0, replayed.stderr.decode()
+    results = [m for m in head_messages("m") if m["type"] == "tool" and m["name"] == "remember"]
+    assert results and all(m["status"] != "error" for m in results), results
+    assert "no tool named" not in replayed.stdout.decode() + replayed.stderr.decode()
+
+
+def test_a_replay_never_overwrites_a_file_changed_outside_waypoint(isolated: Path):
+    seed("rb", "write 'v1' to rb.txt")
+    edited = isolated / "workspace" / "rb.txt"
+    edited.write_text("edited by hand")
+
+    replayed = run_cli("replay", "-t", "rb", "-c", first_step("rb"), "--yes")
+
+    assert "left rb.txt alone: it was changed outside Waypoint" in replayed.stderr.decode()
+    assert edited.read_text() == "edited by hand"
+    [result] = [m for m in head_messages("rb") if m["type"] == "tool"][-1:]
+    assert result["status"] == "error" and "changed outside Waypoint" in result["content"]
+
+    forced = run_cli("replay", "-t", "rb", "-c", first_step("rb"), "--yes", "--force")
+    assert forced.returncode == 0, forced.stderr.decode()
+    assert edited.read_text() == "v1"
+
+
+def test_rollback_takes_the_thread_lock_before_it_reads_the_thread():
+    settings = load_settings()
+    with lock_thread(settings.db, "not-yet"):
+        result = run_cli("rollback", "-t", "not-yet", "--turns", "1")
+    assert result.returncode == 2
+    assert "thread not-yet is busy" in result.stderr.decode()
+
+
+def test_the_server_reads_and_rolls_back_a_plan_thread_through_the_plan_graph():
+    seed("p", "weather in Paris and Rome, which is warmer?", strategy="plan")
+    mid_plan = [c for c in checkpoints("p") if c["node"] == "executor"][-1]["checkpoint_id"]
+    client = TestClient(create_app(load_settings()), base_url="http://localhost")
+
+    rolled = client.post("/threads/p/rollback", json={"checkpoint_id": mid_plan})
+
+    assert rolled.status_code == 200, rolled.text
+    assert rolled.json()["pending"] == ["executor"]
+    assert client.get("/threads/p").json()["next"] == ["executor"]
+
+
+def test_side_effects_are_one_property_of_a_tool(tmp_path: Path):
+    builtin = side_effect_names(default_tools(tmp_path))
+    assert builtin == {"write_file", "edit_file", "run_python"}
+
+    def echo(text: str) -> str:
+        """Echo."""
+        return text
+
+    def mcp_tool(read_only: bool) -> StructuredTool:
+        metadata = {"mcp_server": "s", "mcp_tool": "echo", "trusted": True, "read_only": read_only}
+        return StructuredTool.from_function(echo, name="s__echo", metadata=metadata)
+
+    assert has_side_effects(mcp_tool(read_only=False))  # a replay asks before running it again
+    assert not has_side_effects(mcp_tool(read_only=True))
