@@ -61,9 +61,11 @@ def classify_model_error(exc: BaseException) -> LastError:
         return known
     if _is_context_overflow(exc):
         window = window_from_error(exc)
+        # Stated so that window_from_text reads it back from the message (the summarize node and
+        # the summariser's chunks learn the window from it); the detail may be cut short.
         stated = (
             f" (the model's window: {window} tokens)"
-            if window and str(window) not in detail
+            if window and window_from_text(detail) != window
             else ""
         )
         return _error(
