@@ -100,7 +100,13 @@ def test_policy_ask_pauses_the_graph_until_answered(tmp_path: Path, decision, ex
     assert (workspace / "a.txt").read_text() == "old"
     graph.invoke(Command(resume={"w1": decision}), config, context=context)
     assert (workspace / "a.txt").read_text() == expected
-    assert graph.get_state(config).next == ()
+    after = graph.get_state(config)
+    assert after.next == ()
+    # the history and the model's context say what ran, edited arguments included
+    [ran] = [m for m in after.values["messages"] if m.type == "ai" and m.tool_calls]
+    ran_args = decision.get("args", {"path": "a.txt", "content": "new"})
+    assert ran.tool_calls[0]["args"] == ran_args  # replaced in place (one message), not added
+    assert context.model.calls[-1][-2].tool_calls[0]["args"] == ran_args
 
 
 def test_one_shot_without_a_terminal_uses_an_explicit_policy(isolated: Path):

@@ -128,7 +128,8 @@ def executor(state: PlanState, runtime: Runtime[AgentContext]) -> dict:
     allowed, refused = review_calls(
         [call], context.tools_by_name, context.approval, context.confirm_tools
     )
-    request = AIMessage(content="", tool_calls=[call], id=new_message_id("ai"))
+    # The message records the call as it ran: with the arguments an approval edited, if any.
+    request = AIMessage(content="", tool_calls=allowed or [call], id=new_message_id("ai"))
     ran = run_tool_calls(
         request.model_copy(update={"tool_calls": allowed}),
         context.tools_by_name,

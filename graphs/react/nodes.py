@@ -8,7 +8,7 @@ import json
 from langchain_core.messages import AIMessage
 from langgraph.runtime import Runtime
 
-from graphs.shared.approvals import review_calls
+from graphs.shared.approvals import as_run, review_calls
 from graphs.shared.deadline import model_deadline, turn_seconds_left
 from graphs.shared.limits import exhausted_budget
 from graphs.shared.messages import call_signature
@@ -86,9 +86,10 @@ def tools(state: AgentState, runtime: Runtime[AgentContext]) -> dict:
     )
     order = {call["id"]: index for index, call in enumerate(request.tool_calls)}
     results = sorted([*results, *refused], key=lambda m: order.get(m.tool_call_id, len(order)))
-    signatures = [call_signature(c["name"], c["args"]) for c in request.tool_calls]
+    ran = as_run(request, allowed)
+    signatures = [call_signature(c["name"], c["args"]) for c in (ran or request).tool_calls]
     update: dict = {
-        "messages": results,
+        "messages": [ran, *results] if ran else results,
         "call_signatures": [*(state.get("call_signatures") or []), *signatures],
     }
     update["budget_exhausted"] = exhausted_budget(state, context, state.get("tokens_used", 0))

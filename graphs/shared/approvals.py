@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from langchain_core.messages import ToolCall, ToolMessage
+from langchain_core.messages import AIMessage, ToolCall, ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.types import interrupt
 
@@ -98,3 +98,14 @@ def _apply(
                 )
             )
     return allowed, refused
+
+
+def as_run(request: AIMessage, allowed: Sequence[ToolCall]) -> AIMessage | None:
+    """The model's message as it actually ran, when an approval edited the arguments of a call
+    (same id, so it replaces the original in the state: history, exports and the model's own
+    context show what ran); None when nothing was edited."""
+    edited = {call["id"]: call for call in allowed}
+    calls = [edited.get(call["id"], call) for call in request.tool_calls]
+    if all(new["args"] == old["args"] for new, old in zip(calls, request.tool_calls, strict=True)):
+        return None
+    return request.model_copy(update={"tool_calls": calls})
