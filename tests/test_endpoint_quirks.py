@@ -257,15 +257,17 @@ def test_a_budget_notice_is_not_sent_as_the_assistants_words(
 HANG_SECONDS = 60.0
 
 
+@pytest.mark.parametrize("strategy", ["react", "plan"])
 def test_max_seconds_holds_while_the_endpoint_hangs(
-    plain_server: OpenAIServer, monkeypatch: pytest.MonkeyPatch
+    plain_server: OpenAIServer, monkeypatch: pytest.MonkeyPatch, strategy: str
 ) -> None:
     monkeypatch.setenv("OPENAI_BASE_URL", plain_server.base_url)
     plain_server.add(hang(HANG_SECONDS))
     started = time.monotonic()
 
     result = run_cli(
-        "chat", "-t", "t", "--model", "openai:m", "--max-seconds", "2", "--jsonl", "-m", "hello"
+        *("chat", "-t", "t", "--model", "openai:m", "--strategy", strategy),
+        *("--max-seconds", "2", "--jsonl", "-m", "hello"),
     )
 
     elapsed = time.monotonic() - started

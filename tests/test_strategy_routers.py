@@ -148,6 +148,11 @@ CASES: dict[Callable, list[tuple[str, dict, str]]] = {
             "summarize",
         ),
         ("fatal model error", state(last_error=error("model_fatal")), "failure_handler"),
+        (
+            "a stalled endpoint, the turn's budget spent",
+            state(last_error=error("model_transient"), budget_exhausted="time"),
+            "finalize",
+        ),
     ],
     route_after_executor: [
         ("steps left", state(plan=PLAN, step_results=[ok(1)]), "executor"),
@@ -176,6 +181,11 @@ CASES: dict[Callable, list[tuple[str, dict, str]]] = {
             "failure_handler",
         ),
         ("answered", state(*ONE_TURN, AIMessage("2")), "__end__"),
+        (
+            "a stalled endpoint, the turn's budget spent",
+            state(last_error=error("model_transient"), budget_exhausted="time"),
+            "finalize",
+        ),
     ],
     route_after_retry: [
         ("no plan yet", state(plan=None), "planner"),

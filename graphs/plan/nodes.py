@@ -43,7 +43,7 @@ def planner(state: PlanState, runtime: Runtime[AgentContext]) -> dict:
     update: dict = {"iteration": state.get("iteration", 0) + 1}
     reply = ask_structured(context.model, Plan, planner_input(state, context, replanning))
     if reply.failure:
-        return update | {"last_error": reply.failure}
+        return update | {"last_error": reply.failure, "budget_exhausted": _spent(state, context)}
     update["tokens_used"] = state.get("tokens_used", 0) + reply.tokens
     problems = [reply.error] if reply.error else []
     if reply.parsed is not None:
@@ -172,7 +172,7 @@ def synthesizer(state: PlanState, runtime: Runtime[AgentContext]) -> dict:
     messages = [*model_input(state["messages"], context), SystemMessage(SYNTHESIZE_INSTRUCTION)]
     reply = call_model(context.model, messages, answer_only=True)
     if reply.message is None:
-        return update | {"last_error": reply.failure}
+        return update | {"last_error": reply.failure, "budget_exhausted": _spent(state, context)}
     answer = AIMessage(content=reply.message.content, id=reply.message.id)
     return update | {
         "messages": [answer],
@@ -181,3 +181,8 @@ def synthesizer(state: PlanState, runtime: Runtime[AgentContext]) -> dict:
         "retry_count": 0,
         "tokens_used": state.get("tokens_used", 0) + reply.tokens,
     }
+
+
+def _spent(state: PlanState, context: AgentContext) -> str | None:
+    """Which per-turn budget a failed model call found spent (the router then ends the turn)."""
+    return exhausted_budget(state, context, state.get("tokens_used", 0))

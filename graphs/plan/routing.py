@@ -8,7 +8,7 @@ from langgraph.graph import END
 from langgraph.runtime import Runtime
 
 from graphs.plan.state import PlanState, needs_replan, steps_left
-from graphs.shared.recovery import recover
+from graphs.shared.recovery import finalize_or_recover
 from graphs.shared.summarize import needs_summary
 from graphs.state import AgentContext
 
@@ -22,9 +22,9 @@ def route_at_plan_start(
 
 def route_after_planner(
     state: PlanState, runtime: Runtime[AgentContext]
-) -> Literal["executor", "synthesizer", "retry", "summarize", "failure_handler"]:
+) -> Literal["executor", "synthesizer", "retry", "summarize", "failure_handler", "finalize"]:
     if state.get("last_error"):
-        return recover(state, runtime)
+        return finalize_or_recover(state, runtime)
     return "executor" if steps_left(state) else "synthesizer"
 
 
@@ -40,8 +40,8 @@ def route_after_executor(
 
 def route_after_synthesizer(
     state: PlanState, runtime: Runtime[AgentContext]
-) -> Literal["retry", "summarize", "failure_handler", "__end__"]:
-    return recover(state, runtime) if state.get("last_error") else END
+) -> Literal["retry", "summarize", "failure_handler", "finalize", "__end__"]:
+    return finalize_or_recover(state, runtime) if state.get("last_error") else END
 
 
 def route_after_retry(state: PlanState) -> Literal["planner", "synthesizer"]:

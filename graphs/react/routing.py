@@ -10,7 +10,7 @@ from langgraph.graph import END
 from langgraph.runtime import Runtime
 
 from graphs.shared.limits import is_looping
-from graphs.shared.recovery import recover, retry_or_fail, retryable
+from graphs.shared.recovery import finalize_or_recover, retry_or_fail
 from graphs.shared.summarize import needs_summary
 from graphs.state import AgentContext, AgentState
 
@@ -25,12 +25,8 @@ def route_at_start(
 def route_after_agent(
     state: AgentState, runtime: Runtime[AgentContext]
 ) -> Literal["tools", "retry", "summarize", "failure_handler", "finalize", "__end__"]:
-    error = state.get("last_error")
-    if error:
-        spent = state.get("budget_exhausted")
-        if spent and error["kind"] == "model_transient" and retryable(error, runtime):
-            return "finalize"  # e.g. a stalled endpoint cut off by the time budget
-        return recover(state, runtime)
+    if state.get("last_error"):
+        return finalize_or_recover(state, runtime)
     reply = state["messages"][-1]
     if not isinstance(reply, AIMessage) or not (reply.tool_calls or reply.invalid_tool_calls):
         return END

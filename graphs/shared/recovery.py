@@ -29,6 +29,19 @@ def recover(
     return retry_or_fail(state, runtime)
 
 
+def finalize_or_recover(
+    state: AgentState, runtime: Runtime[AgentContext]
+) -> Literal["finalize", "retry", "summarize", "failure_handler"]:
+    """`recover`, except that a transient model failure once the turn's budget is spent ends the
+    turn in `finalize` (status budget_exhausted): a stalled endpoint cut off by `--max-seconds`
+    would only be asked again past the budget."""
+    error = state["last_error"]
+    stalled = error["kind"] == "model_transient" and retryable(error, runtime)
+    if state.get("budget_exhausted") and stalled:
+        return "finalize"
+    return recover(state, runtime)
+
+
 def retry_or_fail(
     state: AgentState, runtime: Runtime[AgentContext]
 ) -> Literal["retry", "failure_handler"]:
