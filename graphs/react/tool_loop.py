@@ -31,11 +31,10 @@ REPORTED = (
 )
 
 
-def run_tool_loop(
-    state: AgentState, runtime: Runtime[AgentContext], extra_prompt: str = ""
-) -> dict:
-    """One run of the tool loop with fresh per-attempt counters; `extra_prompt` joins the system
-    prompt (e.g. lessons). Returns the parent's update: new messages and the loop's counters."""
+def run_tool_loop(state: AgentState, runtime: Runtime[AgentContext], notes: str = "") -> dict:
+    """One run of the tool loop with fresh per-attempt counters; `notes` (e.g. lessons) join the
+    turn's notes, which go with the user's message, so the system prompt and tool schemas stay the
+    same prefix every time. Returns the parent's update: new messages and the loop's counters."""
     messages = state["messages"]
     visible = messages[: _turn_start(messages) + 1]
     attempt = {key: state[key] for key in CARRIED if key in state} | {
@@ -48,9 +47,9 @@ def run_tool_loop(
         "budget_exhausted": None,
     }
     context = runtime.context
-    if extra_prompt:
-        prompt = "\n\n".join(filter(None, [context.system_prompt, extra_prompt]))
-        context = dataclasses.replace(context, system_prompt=prompt)
+    if notes:
+        joined = "\n\n".join(filter(None, [context.turn_notes, notes]))
+        context = dataclasses.replace(context, turn_notes=joined)
     result = TOOL_LOOP.invoke(attempt, context=context)
     update = {key: result.get(key) for key in REPORTED}
     added = added_messages(visible, result["messages"])
