@@ -37,12 +37,16 @@ def message(index: int, turn: int) -> str:
     return f"soak {index}.{turn}: what is {index} plus {turn}"
 
 
-def chat_turn(db: str, thread: str, text: str) -> int:
-    """One `chat -m` turn through the CLI's own entry point; its exit status."""
+def chat_turn(db: str, thread: str, text: str) -> tuple[int, str]:
+    """One `chat -m` turn through the CLI's own entry point: its exit status and the last line it
+    printed on stderr (what went wrong, when something did)."""
     from app.__main__ import run
 
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        return run(["chat", "--db", db, "--thread", thread, "--message", text])
+    errors = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(errors):
+        status = run(["chat", "--db", db, "--thread", thread, "--message", text])
+    lines = errors.getvalue().strip().splitlines()
+    return status, lines[-1] if lines else ""
 
 
 def worker(db: str, turns: int, index: int) -> dict:
@@ -55,7 +59,9 @@ def worker(db: str, turns: int, index: int) -> dict:
     for turn in range(turns):
         thread = SHARED_THREAD if turn % 2 == 0 else own_thread(index)
         text = message(index, turn)
-        outcomes.append({"thread": thread, "message": text, "status": chat_turn(db, thread, text)})
+        status, said = chat_turn(db, thread, text)
+        outcome = {"thread": thread, "message": text, "status": status}
+        outcomes.append(outcome | ({"said": said} if status not in (0, BUSY) else {}))
     return {"start": started, "end": time.time(), "outcomes": outcomes}
 
 

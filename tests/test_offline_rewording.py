@@ -71,12 +71,13 @@ STATE_FIELDS = ("status", "plan", "step_results", "replans", "trial", "lessons",
 
 
 class RecordingOfflineModel(OfflineChatModel):
-    """The offline model, keeping the text of every system message it is shown."""
+    """The offline model, keeping the text of every system and user message it is shown (the
+    turn's notes, such as reflexion's lessons, go in front of the user's message)."""
 
     shown: list[str] = Field(default_factory=list)
 
     def plan(self, messages: Any) -> Any:
-        self.shown.extend(str(m.content) for m in messages if m.type == "system")
+        self.shown.extend(str(m.content) for m in messages if m.type in {"system", "human"})
         return super().plan(messages)
 
 

@@ -6,9 +6,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from langchain_core.tools import BaseTool
+if TYPE_CHECKING:  # importing `tools` (e.g. tools.sqlite_wal) must stay cheap: no LangChain here
+    from langchain_core.tools import BaseTool
 
-if TYPE_CHECKING:
     from tools.search import SearchBackend
 
 

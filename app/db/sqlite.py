@@ -27,6 +27,7 @@ from app.db.location import DatabaseLocation
 from app.db.sqlite_lock import dead_writer, lock_dir
 from app.db.strict import SHAPE_ERRORS, CheckedReads
 from app.errors import ConfigError
+from tools.sqlite_wal import use_wal
 
 CHECKPOINT_BYTES = "IFNULL(LENGTH(checkpoint), 0) + IFNULL(LENGTH(CAST(metadata AS BLOB)), 0)"
 WRITE_BYTES = "IFNULL(LENGTH(value), 0)"
@@ -91,7 +92,7 @@ def connect(path: Path, busy_timeout: float) -> sqlite3.Connection:
     try:
         connection = sqlite3.connect(path, timeout=busy_timeout, check_same_thread=False)
         connection.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
-        connection.execute("PRAGMA journal_mode = WAL")
+        use_wal(connection, busy_timeout)
         connection.execute("PRAGMA synchronous = NORMAL")
     except sqlite3.DatabaseError as exc:
         raise database_error(path, exc) from exc

@@ -1,13 +1,14 @@
-"""The SQLite connection a MemoryStore runs on: a private (0600) file, autocommit, WAL, and a busy
-timeout that also covers switching a new file to WAL."""
+"""The SQLite connection a MemoryStore runs on: a private (0600) file, autocommit, WAL (switched on
+with tools.sqlite_wal, which waits for the lock) and a busy timeout."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import sqlite3
-import time
 from pathlib import Path
+
+from tools.sqlite_wal import use_wal
 
 
 def connect(path: Path, busy_timeout: float = 5.0) -> sqlite3.Connection:
@@ -23,23 +24,9 @@ def connect(path: Path, busy_timeout: float = 5.0) -> sqlite3.Connection:
     )
     try:
         connection.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
-        _use_wal(connection, busy_timeout)
+        use_wal(connection, busy_timeout)
         connection.execute("PRAGMA synchronous = NORMAL")
     except BaseException:
         connection.close()
         raise
     return connection
-
-
-def _use_wal(connection: sqlite3.Connection, busy_timeout: float) -> None:
-    """Switch a new database to WAL. The switch needs an exclusive lock and SQLite does not wait
-    for it (no busy handler), so processes opening a new file together retry until the timeout."""
-    deadline = time.monotonic() + busy_timeout
-    while True:
-        try:
-            connection.execute("PRAGMA journal_mode = WAL")
-            return
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() > deadline:
-                raise
-        time.sleep(0.02)

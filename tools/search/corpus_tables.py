@@ -12,6 +12,7 @@ from pathlib import Path
 
 from tools.errors import ToolError
 from tools.search.query import index_grams
+from tools.sqlite_wal import use_wal
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS corpus_documents (
@@ -49,7 +50,7 @@ def connect(path: Path, busy_timeout: float) -> sqlite3.Connection:
     )
     try:
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
-        conn.execute("PRAGMA journal_mode = WAL")
+        use_wal(conn, busy_timeout)
         conn.execute("PRAGMA synchronous = NORMAL")
     except BaseException:
         conn.close()
