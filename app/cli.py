@@ -303,6 +303,7 @@ def draw_graph(
 @threads_app.command("list")
 def threads_list(db: DbOption = None, as_json: JsonOption = False) -> None:
     """List threads, newest first: id, title, turns, checkpoints, size, last update, interrupted."""
+    from app.render_time import threads_table
     from app.store import open_database
     from app.threads import list_threads
 
@@ -313,31 +314,6 @@ def threads_list(db: DbOption = None, as_json: JsonOption = False) -> None:
         out.print_json(json.dumps([t.as_dict() for t in threads], ensure_ascii=False))
         return
     out.print(threads_table(threads))
-
-
-def threads_table(threads: list) -> Table | str:
-    if not threads:
-        return "no threads yet; start one with: python -m app chat --thread demo"
-    table = Table("thread", "title", "turns", "checkpoints", "size", "updated", "")
-    for t in threads:
-        table.add_row(
-            t.thread_id,
-            t.title[:50],
-            str(t.turns),
-            str(t.checkpoints),
-            human_bytes(t.size_bytes),
-            t.updated_at,
-            "[yellow]interrupted[/yellow]" if t.interrupted else "",
-        )
-    return table
-
-
-def human_bytes(size: int) -> str:
-    for unit in ("B", "KB", "MB"):
-        if size < 1024:
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size:.1f} GB"
 
 
 @app.command()

@@ -16,8 +16,9 @@ from rich.table import Table
 
 if TYPE_CHECKING:
     from app.config import Settings
-from app.cli import DbOption, JsonOption, app, human_bytes, load_settings, out
+from app.cli import DbOption, JsonOption, app, load_settings, out
 from app.errors import ConfigError, UsageError
+from app.render_time import human_bytes
 
 if TYPE_CHECKING:
     from tools.search import LocalIndex

@@ -1,5 +1,6 @@
-"""How the time-travel commands look in a terminal: a thread's turns, its checkpoints, its branch
-tree, and what a strategy keeps in a checkpoint (`history`, `show`)."""
+"""How threads and the time-travel commands look in a terminal: the thread list, a thread's turns,
+its checkpoints, its branch tree, and what a strategy keeps in a checkpoint (`threads list`,
+`history`, `show`, the REPL's /threads and /history)."""
 
 from __future__ import annotations
 
@@ -118,3 +119,28 @@ def _plan_line(number: int, step: dict, result: dict | None) -> str:
     args = json.dumps(step.get("arguments", {}), ensure_ascii=False)
     outcome = f" → {result.get('status')}: {str(result.get('result'))[:80]}" if result else ""
     return f"plan {number}. {step.get('tool')} {args}{outcome}"
+
+
+def threads_table(threads: list) -> Table | str:
+    if not threads:
+        return "no threads yet; start one with: python -m app chat --thread demo"
+    table = Table("thread", "title", "turns", "checkpoints", "size", "updated", "")
+    for t in threads:
+        table.add_row(
+            t.thread_id,
+            t.title[:50],
+            str(t.turns),
+            str(t.checkpoints),
+            human_bytes(t.size_bytes),
+            t.updated_at,
+            "[yellow]interrupted[/yellow]" if t.interrupted else "",
+        )
+    return table
+
+
+def human_bytes(size: int) -> str:
+    for unit in ("B", "KB", "MB"):
+        if size < 1024:
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GB"

@@ -185,7 +185,7 @@ class Repl:
         self.out.print(history_table(thread, turn_history(self.session.graph, index)))
 
     def _threads(self) -> None:
-        from app.cli import threads_table
+        from app.render_time import threads_table
         from app.threads import list_threads
 
         self.out.print(threads_table(list_threads(database_of(self.saver))))
