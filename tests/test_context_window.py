@@ -8,7 +8,6 @@ import io
 import json
 import random
 import socket
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -241,11 +240,8 @@ def test_a_failed_window_query_is_silent_and_the_configured_budget_holds(
     openai_server.route("GET", "/v1/models", ["not", "a", "listing"])
     for base_url in (f"http://127.0.0.1:{free_port()}/v1", openai_server.base_url):
         monkeypatch.setenv("OPENAI_BASE_URL", base_url)
-        started = time.monotonic()
-
         context = make_context(load_settings(model=f"openai:{MODEL}"))
 
-        assert time.monotonic() - started < 3
         assert context.window is not None and context.window.tokens is None
         assert context_budget(context) == 32_000  # APP_CONTEXT_TOKENS' default
 

@@ -234,13 +234,13 @@ def test_hard_link_to_an_outside_file_is_refused(ws: Workspace, root: Path, outs
 
 @pytest.mark.timeout(10)
 def test_fifo_is_refused_without_hanging(ws: Workspace, root: Path) -> None:
-    os.mkfifo(root / "pipe")
-    started = time.monotonic()
+    os.mkfifo(
+        root / "pipe"
+    )  # opening it to read would block forever: the timeout mark catches that
     with pytest.raises(ToolInputError, match="special file"):
         ws.read("pipe")
     with pytest.raises(ToolInputError, match="special file"):
         ws.write("pipe", "x")
-    assert time.monotonic() - started < 2
     assert stat.S_ISFIFO(os.lstat(root / "pipe").st_mode)
 
 
@@ -269,11 +269,9 @@ def test_character_device_is_refused(ws: Workspace, root: Path) -> None:
 def test_huge_sparse_file_is_refused_instantly_by_the_size_cap(ws: Workspace, root: Path) -> None:
     with open(root / "huge.bin", "wb") as f:
         f.truncate(5 * 1024**3)
-    started = time.monotonic()
     # The reported size is the full 5 GiB: the cap came from fstat, not from reading.
     with pytest.raises(ToolLimitError, match="is 5368709120 bytes, over the 1000000-byte read"):
         ws.read("huge.bin")
-    assert time.monotonic() - started < 1
 
 
 def test_read_cap_is_inclusive(root: Path) -> None:
@@ -456,7 +454,6 @@ def test_a_symlink_swap_race_never_reaches_outside(ws: Workspace, root: Path, tm
     """A directory swapped for a symlink to the outside while the agent reads and writes through it:
     every operation either works inside the workspace or is refused; the outside is never touched."""
     import threading
-    import time
 
     secret_dir = tmp_path / "secret"
     secret_dir.mkdir()

@@ -301,7 +301,7 @@ def test_a_call_past_the_timeout_is_a_tool_error_and_the_server_stays_usable(tin
             ToolLimitError, match="'nap' of MCP server 'a' did not answer within 1 s"
         ):
             by_name["a__nap"].invoke({"seconds": 30})
-        assert time.monotonic() - started < 5
+        assert time.monotonic() - started < 15  # the 1 s timeout ended it, not the 30 s nap
         assert by_name["a__echo"].invoke({"text": "still here"}) == "a:still here"
     finally:
         assert_closed_cleanly(tools, str(script))

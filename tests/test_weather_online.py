@@ -6,7 +6,6 @@ import datetime
 import json
 import socket
 import threading
-import time
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -253,11 +252,9 @@ def test_accepts_the_newer_weather_code_key(server: ScriptedServer):
 
 
 def test_a_hanging_service_times_out_with_a_clear_message(server: ScriptedServer):
-    server.script(Reply(body=HANG))
-    started = time.monotonic()
+    server.script(Reply(body=HANG))  # it never answers: only the client's timeout ends the call
     with pytest.raises(ToolError) as info:
         OpenMeteoBackend(server.url, timeout=0.5).forecast("Paris", today=TODAY)
-    assert time.monotonic() - started < 3
     assert str(info.value) == (
         "the weather service did not answer in 0.5 s; try again or use the offline dataset "
         "(APP_WEATHER_BACKEND=offline)"
