@@ -108,3 +108,23 @@ def test_side_effects_are_one_property_of_a_tool(tmp_path: Path):
 
     assert has_side_effects(mcp_tool(read_only=False))  # a replay asks before running it again
     assert not has_side_effects(mcp_tool(read_only=True))
+
+
+def test_a_replay_through_the_server_never_overwrites_a_file_changed_outside_waypoint(
+    isolated: Path,
+):
+    seed("srv", "write 'v1' to rb.txt")
+    edited = isolated / "workspace" / "rb.txt"
+    edited.write_text("edited by hand")
+    # a server that runs risky calls without asking: only the spared file stops the write
+    client = TestClient(create_app(load_settings(approve="auto")), base_url="http://localhost")
+
+    replayed = client.post(
+        "/threads/srv/replay", json={"checkpoint_id": first_step("srv"), "confirm": True}
+    )
+
+    assert replayed.status_code == 200, replayed.text
+    assert "left rb.txt alone" in replayed.text
+    assert edited.read_text() == "edited by hand"
+    [result] = [m for m in head_messages("srv") if m["type"] == "tool"][-1:]
+    assert result["status"] == "error" and "changed outside Waypoint" in result["content"]

@@ -17,12 +17,15 @@ from starlette.concurrency import run_in_threadpool
 from app.chat import new_thread_id
 from app.config import Settings
 from app.errors import AppError
-from app.server import runs, schemas, storage, timeline
+from app.maintenance import delete_thread as remove_thread
+from app.server import runs, schemas, timeline
 from app.server.diagram import graph_view
 from app.server.errors import ConflictError, NotFoundError, error_body, status_for
 from app.server.guard import RequestGuard
 from app.server.hosts import allowed_hosts
-from app.store import validate_thread_id
+from app.store import lock_thread, open_database, validate_thread_id
+from app.threads import list_threads as thread_rows
+from app.threads import thread_exists
 
 STATIC = Path(__file__).parent / "static"
 SSE_RESPONSE = {200: {"content": {"text/event-stream": {}}, "description": "Server-Sent Events"}}
@@ -125,12 +128,12 @@ def _api_routes() -> APIRouter:
     def create_thread(request: Request, body: schemas.ThreadCreate, response: Response) -> dict:
         settings = request.app.state.settings
         thread_id = body.thread_id or new_thread_id()
-        with storage.open_saver(settings) as saver:
-            if not timeline.create_thread(saver, settings, thread_id):
+        with open_database(settings.db, settings.busy_timeout) as database:
+            if not timeline.create_thread(database, settings, thread_id):
                 if body.if_exists == "raise":
                     raise ConflictError(f"thread {thread_id} already exists")
                 response.status_code = 200
-            return timeline.thread_detail(saver, settings, thread_id)
+            return timeline.thread_detail(database, settings, thread_id)
 
     @api.get("/threads", response_model=list[schemas.Thread], tags=["threads"])
     def list_threads(
@@ -139,22 +142,25 @@ def _api_routes() -> APIRouter:
         offset: Annotated[int, Query(ge=0)] = 0,
     ) -> list:
         settings = request.app.state.settings
-        with storage.open_saver(settings) as saver:
-            found = storage.threads(saver, settings)
+        with open_database(settings.db, settings.busy_timeout) as database:
+            found = thread_rows(database)
         return [t.as_dict() for t in found[offset : offset + limit]]
 
     @api.get("/threads/{thread_id}", response_model=schemas.ThreadDetail, tags=["threads"])
     def get_thread(request: Request, thread_id: ThreadId) -> dict:
         settings = request.app.state.settings
-        with storage.open_saver(settings) as saver:
-            return timeline.thread_detail(saver, settings, thread_id)
+        with open_database(settings.db, settings.busy_timeout) as database:
+            return timeline.thread_detail(database, settings, thread_id)
 
     @api.delete("/threads/{thread_id}", response_model=schemas.Deleted, tags=["threads"])
     def delete_thread(request: Request, thread_id: ThreadId) -> dict:
         settings = request.app.state.settings
-        with storage.open_saver(settings) as saver, storage.write_lock(settings, thread_id):
-            timeline.open_index(saver, thread_id)
-            return storage.delete(saver, thread_id).as_dict()
+        with (
+            open_database(settings.db, settings.busy_timeout) as database,
+            lock_thread(settings.db, thread_id),
+        ):
+            timeline.open_index(database, thread_id)
+            return remove_thread(database, thread_id).as_dict()
 
     @api.post("/threads/{thread_id}/runs/stream", responses=SSE_RESPONSE, tags=["runs"])
     async def stream_run(
@@ -193,8 +199,8 @@ def _api_routes() -> APIRouter:
         limit: Annotated[int, Query(ge=1, le=1000)] = timeline.TURNS_SHOWN,
     ) -> dict:
         """Turns (newest first), every checkpoint with its parent, and the branch tree."""
-        with storage.open_saver(request.app.state.settings) as saver:
-            return timeline.history(saver, thread_id, limit)
+        with open_database(request.app.state.settings.db) as database:
+            return timeline.history(database, thread_id, limit)
 
     @api.post(
         "/threads/{thread_id}/rollback", response_model=schemas.RollbackResult, tags=["time travel"]
@@ -202,8 +208,8 @@ def _api_routes() -> APIRouter:
     def rollback(request: Request, thread_id: ThreadId, body: schemas.RollbackRequest) -> dict:
         """Make an earlier checkpoint the head again (nothing is deleted; undo with previous_head)."""
         settings = request.app.state.settings
-        with storage.open_saver(settings) as saver:
-            return timeline.do_rollback(saver, settings, thread_id, body)
+        with open_database(settings.db, settings.busy_timeout) as database:
+            return timeline.do_rollback(database, settings, thread_id, body)
 
     @api.post(
         "/threads/{thread_id}/fork",
@@ -214,8 +220,8 @@ def _api_routes() -> APIRouter:
     def fork(request: Request, thread_id: ThreadId, body: schemas.ForkRequest) -> dict:
         """Copy the thread at a checkpoint (default: the head) into a new thread."""
         settings = request.app.state.settings
-        with storage.open_saver(settings) as saver:
-            return timeline.do_fork(saver, settings, thread_id, body.to or new_thread_id(), body)
+        with open_database(settings.db, settings.busy_timeout) as database:
+            return timeline.do_fork(database, settings, thread_id, body.to or new_thread_id(), body)
 
     @api.post("/threads/{thread_id}/replay", responses=SSE_RESPONSE, tags=["time travel"])
     async def replay(
@@ -233,8 +239,8 @@ def _api_routes() -> APIRouter:
 
 
 def _must_exist(settings: Settings, thread_id: str) -> None:
-    with storage.open_saver(settings) as saver:
-        if not storage.exists(saver, thread_id):
+    with open_database(settings.db, settings.busy_timeout) as database:
+        if not thread_exists(database, thread_id):
             raise NotFoundError(
                 f"thread {thread_id} does not exist; create it with POST /threads, "
                 'or send "if_not_exists": "create"'

@@ -19,12 +19,12 @@ from app import chat
 from app.config import Settings
 from app.errors import AppError, UsageError
 from app.runtime import open_runtime
-from app.server import storage
 from app.server.errors import ForbiddenError, error_body
 from app.server.events import EventRenderer, sse
+from app.store import database_of, lock_thread, open_database
 from app.threads import thread_graph
-from app.timetravel import state_at
-from app.workspace_sync import restore_workspace
+from app.timetravel import CheckpointIndex, state_at
+from app.workspace_sync import WorkspaceReport, restore_workspace
 from tools import side_effect_names
 
 log = logging.getLogger("waypoint.server")
@@ -110,7 +110,7 @@ def _work(
             session.stop = stream.stop
             with active.track(thread_id, stream.stop):
                 status = _run_job(job, session, renderer)
-            head = storage.index(runtime.saver, thread_id).head.checkpoint_id
+            head = CheckpointIndex(database_of(runtime.saver), thread_id).head.checkpoint_id
         stream.put("end", {"thread_id": thread_id, "head": head, "status": status})
     except AppError as exc:
         stream.put("failed", exc)
@@ -180,7 +180,7 @@ def replay_job(settings: Settings, request) -> Job:  # type: ignore[no-untyped-d
 
     def job(session: chat.ChatSession, renderer: EventRenderer) -> chat.TurnResult:
         checkpoint_id, workspace = _prepare_replay(settings, session.thread_id, request)
-        for line in workspace:
+        for line in workspace.lines():
             renderer.notice(f"workspace: {line}")
 
         def approve(calls: list) -> bool:
@@ -189,28 +189,32 @@ def replay_job(settings: Settings, request) -> Job:  # type: ignore[no-untyped-d
                 renderer.notice(f'{names} not re-run: send "confirm": true to allow it')
             return request.confirm
 
-        return session.replay(checkpoint_id, renderer, approve)
+        # files changed outside Waypoint that the restore left alone are not written either
+        return session.replay(checkpoint_id, renderer, approve, workspace.conflicts)
 
     return job
 
 
-def _prepare_replay(settings: Settings, thread_id: str, request) -> tuple[str, list[str]]:  # type: ignore[no-untyped-def]
+def _prepare_replay(settings: Settings, thread_id: str, request) -> tuple[str, WorkspaceReport]:  # type: ignore[no-untyped-def]
     from app.server.timeline import open_index, resolve
 
-    with storage.open_saver(settings) as saver, storage.write_lock(settings, thread_id):
-        index = open_index(saver, thread_id)
+    with (
+        open_database(settings.db, settings.busy_timeout) as database,
+        lock_thread(settings.db, thread_id),
+    ):
+        index = open_index(database, thread_id)
         row = resolve(index, request.checkpoint_id)
-        graph = thread_graph(saver, thread_id)
+        graph = thread_graph(database.saver, thread_id)
         start_state = state_at(graph, thread_id, row.checkpoint_id)
         if not request.confirm:
-            risky = replay_would_rerun(settings, saver, thread_id, start_state)
+            risky = replay_would_rerun(settings, database.saver, thread_id, start_state)
             if risky:
                 raise UsageError(
                     f"the replay would re-run tools with side effects ({', '.join(risky)}) at "
                     'once; send "confirm": true to allow it'
                 )
         if request.keep_files:
-            return row.checkpoint_id, []
+            return row.checkpoint_id, WorkspaceReport()
         head = state_at(graph, thread_id, index.head.checkpoint_id)
         report = restore_workspace(
             settings.workspace,
@@ -218,7 +222,7 @@ def _prepare_replay(settings: Settings, thread_id: str, request) -> tuple[str, l
             start_state.values.get("messages", []),
             force=request.force,
         )
-    return row.checkpoint_id, report.lines()
+    return row.checkpoint_id, report
 
 
 def replay_would_rerun(settings: Settings, saver, thread_id: str, start) -> list[str]:  # type: ignore[no-untyped-def]

@@ -6,21 +6,22 @@ Rollback and fork call the same services as the CLI (`app.timetravel`); ids are 
 from __future__ import annotations
 
 from app.config import Settings
+from app.db.base import Database
 from app.errors import UsageError
 from app.render import message_dict
-from app.server import storage
 from app.server.errors import ConflictError, NotFoundError
-from app.threads import load_state, thread_graph
-from app.timetravel import CheckpointIndex, CheckpointRow, rollback, state_at, turn_history
+from app.store import lock_thread, thread_interrupted
+from app.threads import load_state, thread_exists, thread_graph
+from app.timetravel import CheckpointIndex, CheckpointRow, fork, rollback, state_at, turn_history
 from graphs.react.graph import build_graph
 
 TURNS_SHOWN = 50
 
 
-def open_index(saver, thread_id: str) -> CheckpointIndex:  # type: ignore[no-untyped-def]
-    if not storage.exists(saver, thread_id):
+def open_index(database: Database, thread_id: str) -> CheckpointIndex:
+    if not thread_exists(database, thread_id):
         raise NotFoundError(f"thread {thread_id} does not exist; create it with POST /threads")
-    return storage.index(saver, thread_id)
+    return CheckpointIndex(database, thread_id)
 
 
 def resolve(index: CheckpointIndex, ref: str) -> CheckpointRow:
@@ -44,9 +45,9 @@ def checkpoint_dict(row: CheckpointRow, index: CheckpointIndex, on_branch: set[s
     }
 
 
-def history(saver, thread_id: str, limit: int = TURNS_SHOWN) -> dict:  # type: ignore[no-untyped-def]
-    index = open_index(saver, thread_id)
-    graph = thread_graph(saver, thread_id)
+def history(database: Database, thread_id: str, limit: int = TURNS_SHOWN) -> dict:  # type: ignore[no-untyped-def]
+    index = open_index(database, thread_id)
+    graph = thread_graph(database.saver, thread_id)
     load_state(graph, thread_id)  # an unreadable head is an error, as in the CLI
     on_branch = {r.checkpoint_id for r in index.branch()}
     return {
@@ -106,9 +107,9 @@ def _segment(run: list[CheckpointRow], head: str, on_branch: set[str]) -> dict:
     }
 
 
-def thread_detail(saver, settings: Settings, thread_id: str) -> dict:  # type: ignore[no-untyped-def]
-    index = open_index(saver, thread_id)
-    state = load_state(thread_graph(saver, thread_id), thread_id)
+def thread_detail(database: Database, settings: Settings, thread_id: str) -> dict:  # type: ignore[no-untyped-def]
+    index = open_index(database, thread_id)
+    state = load_state(thread_graph(database.saver, thread_id), thread_id)
     turns = [r.turn for r in index.rows if r.turn is not None]
     return {
         "thread_id": thread_id,
@@ -116,7 +117,7 @@ def thread_detail(saver, settings: Settings, thread_id: str) -> dict:  # type: i
         "turns": state.values.get("turn", max(turns, default=0)),
         "checkpoints": len(index.rows),
         "updated_at": index.head.created_at,
-        "interrupted": storage.interrupted(settings, thread_id),
+        "interrupted": thread_interrupted(settings.db, thread_id),
         "head": index.head.checkpoint_id,
         "next": list(state.next),
         "status": state.values.get("status"),
@@ -124,18 +125,18 @@ def thread_detail(saver, settings: Settings, thread_id: str) -> dict:  # type: i
     }
 
 
-def do_rollback(saver, settings: Settings, thread_id: str, request) -> dict:  # type: ignore[no-untyped-def]
-    with storage.write_lock(settings, thread_id):
-        index = open_index(saver, thread_id)
+def do_rollback(database: Database, settings: Settings, thread_id: str, request) -> dict:  # type: ignore[no-untyped-def]
+    with lock_thread(settings.db, thread_id):
+        index = open_index(database, thread_id)
         target = _rollback_target(index, request.turns, request.checkpoint_id)
         report = rollback(
-            thread_graph(saver, thread_id),
+            thread_graph(database.saver, thread_id),
             index,
             target,
             workspace=None if request.keep_files else settings.workspace,
             force=request.force,
         )
-        head = storage.index(saver, thread_id).head.checkpoint_id
+        head = CheckpointIndex(database, thread_id).head.checkpoint_id
     on_branch = {target.checkpoint_id}
     return {
         "thread_id": thread_id,
@@ -160,22 +161,22 @@ def _rollback_target(index: CheckpointIndex, turns: int | None, ref: str | None)
     return index.end_of_turn(current - turns)
 
 
-def do_fork(saver, settings: Settings, thread_id: str, new_id: str, request) -> dict:  # type: ignore[no-untyped-def]
-    with storage.write_lock(settings, new_id):
-        index = open_index(saver, thread_id)
+def do_fork(database: Database, settings: Settings, thread_id: str, new_id: str, request) -> dict:  # type: ignore[no-untyped-def]
+    with lock_thread(settings.db, new_id):
+        index = open_index(database, thread_id)
         row = resolve(index, request.checkpoint_id) if request.checkpoint_id else index.head
-        if storage.exists(saver, new_id):
+        if thread_exists(database, new_id):
             raise ConflictError(f'thread {new_id} already exists; choose another "to"')
-        report = storage.fork(
-            saver,
-            thread_graph(saver, thread_id),
+        report = fork(
+            thread_graph(database.saver, thread_id),
             index,
             row,
             new_id,
+            database,
             workspace=None if request.keep_files else settings.workspace,
             force=request.force,
         )
-        head = storage.index(saver, new_id).head.checkpoint_id
+        head = CheckpointIndex(database, new_id).head.checkpoint_id
     return {
         "thread_id": new_id,
         "forked_from": {"thread_id": thread_id, "checkpoint_id": row.checkpoint_id},
@@ -184,16 +185,16 @@ def do_fork(saver, settings: Settings, thread_id: str, new_id: str, request) -> 
     }
 
 
-def start_state(saver, thread_id: str, checkpoint_id: str):  # type: ignore[no-untyped-def]
-    return state_at(thread_graph(saver, thread_id), thread_id, checkpoint_id)
+def start_state(database: Database, thread_id: str, checkpoint_id: str):  # type: ignore[no-untyped-def]
+    return state_at(thread_graph(database.saver, thread_id), thread_id, checkpoint_id)
 
 
-def create_thread(saver, settings: Settings, thread_id: str) -> bool:  # type: ignore[no-untyped-def]
+def create_thread(database: Database, settings: Settings, thread_id: str) -> bool:  # type: ignore[no-untyped-def]
     """An empty thread (one checkpoint, no turns yet); False when it already exists."""
-    with storage.write_lock(settings, thread_id):
-        if storage.exists(saver, thread_id):
+    with lock_thread(settings.db, thread_id):
+        if thread_exists(database, thread_id):
             return False
-        build_graph(saver).update_state(
+        build_graph(database.saver).update_state(
             {"configurable": {"thread_id": thread_id}, "metadata": {"created_by": "api"}},
             {"messages": [], "turn": 0},
             as_node="finalize",
