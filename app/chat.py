@@ -16,6 +16,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, StateSnapshot
 
 from app.config import Settings
+from app.db import lock_thread
 from app.errors import UsageError
 from app.head import CHECKPOINTS_MODE, HeadCache
 from app.lessons import record_lessons
@@ -26,7 +27,7 @@ from app.memory import (
     tools_used_in_turn,
 )
 from app.render import Renderer
-from app.store import lock_thread, validate_thread_id
+from app.store import validate_thread_id
 from app.threads import load_state
 from app.worker import RunCancelled, sigint_ignored, stream_in_worker
 from graphs.react.graph import recursion_limit

@@ -303,8 +303,8 @@ def draw_graph(
 @threads_app.command("list")
 def threads_list(db: DbOption = None, as_json: JsonOption = False) -> None:
     """List threads, newest first: id, title, turns, checkpoints, size, last update, interrupted."""
+    from app.db import open_database
     from app.render_time import threads_table
-    from app.store import open_database
     from app.threads import list_threads
 
     settings = load_settings(db=db)

@@ -35,7 +35,7 @@ ADD_HINT = "add documents with: python -m app corpus add PATH"
 @contextlib.contextmanager
 def _corpus_errors(settings: Settings) -> Iterator[None]:
     """Corpus errors are written for the model; at the terminal they become usage/config errors."""
-    from app.store import database_error
+    from app.db.sqlite import database_error
     from tools.errors import ToolInputError
     from tools.search import CorpusDatabaseError, EmptyCorpusError, UnknownDocumentError
 
@@ -53,7 +53,7 @@ def _corpus_errors(settings: Settings) -> Iterator[None]:
 
 
 def _index(db: str | None) -> tuple[Settings, LocalIndex]:
-    from app.store import connect
+    from app.db.sqlite import connect
     from tools.search import LocalIndex
 
     settings = load_settings(db=db)

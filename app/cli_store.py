@@ -34,7 +34,8 @@ def export(
 ) -> None:
     """Export a thread: every checkpoint and branch as JSON (re-importable), or a Markdown transcript."""
     from app.archive import export_markdown, export_thread
-    from app.store import open_database, validate_thread_id
+    from app.db import open_database
+    from app.store import validate_thread_id
 
     validate_thread_id(thread)
     settings = load_settings(db=db)
@@ -78,7 +79,8 @@ def import_(
 ) -> None:
     """Import a thread exported as JSON, under its own id or --as NEW; every checkpoint comes back."""
     from app.archive import import_thread, read_export_file
-    from app.store import lock_thread, open_database, validate_thread_id
+    from app.db import lock_thread, open_database
+    from app.store import validate_thread_id
 
     data = read_export_file(file)
     thread = as_ or str(data.get("thread_id") or "")
@@ -103,8 +105,9 @@ def threads_delete(
     db: DbOption = None,
 ) -> None:
     """Delete a thread: every checkpoint and write (workspace files are left alone)."""
+    from app.db import lock_thread, open_database
     from app.maintenance import delete_thread
-    from app.store import lock_thread, open_database, validate_thread_id
+    from app.store import validate_thread_id
     from app.threads import thread_exists
 
     validate_thread_id(thread)
@@ -151,8 +154,8 @@ def threads_prune(
     db: DbOption = None,
 ) -> None:
     """Delete old checkpoints and writes that no kept checkpoint needs; every kept one still loads."""
+    from app.db import open_database
     from app.maintenance import prune
-    from app.store import open_database
 
     settings = load_settings(db=db)
     with open_database(settings.db, settings.busy_timeout) as database:
@@ -184,8 +187,8 @@ def threads_prune(
 @threads_app.command("vacuum")
 def threads_vacuum(db: DbOption = None) -> None:
     """SQLite: fold the WAL in and VACUUM the file. PostgreSQL: VACUUM the checkpoint tables."""
+    from app.db import open_database
     from app.maintenance import vacuum
-    from app.store import open_database
 
     settings = load_settings(db=db)
     with open_database(settings.db, settings.busy_timeout) as database:

@@ -56,7 +56,8 @@ def open_thread(
 ) -> Iterator[OpenThread]:
     """Validate the thread id, open the database and index the thread's checkpoints; a `write`
     command takes the thread's lock first, so what it reads cannot change under it."""
-    from app.store import lock_thread, open_database, validate_thread_id
+    from app.db import lock_thread, open_database
+    from app.store import validate_thread_id
     from app.threads import thread_graph
     from app.timetravel import CheckpointIndex
 
@@ -345,7 +346,8 @@ def fork(
     force: ForceOption = False,
 ) -> None:
     """Copy a thread's state at a checkpoint (default: the head) into a new thread."""
-    from app.store import lock_thread, validate_thread_id
+    from app.db import lock_thread
+    from app.store import validate_thread_id
     from app.timetravel import fork as fork_thread
 
     validate_thread_id(to)

@@ -55,7 +55,7 @@ def _database_label(settings: Settings) -> str:
 
 
 def check_database(settings: Settings) -> Check:
-    from app.store import open_database
+    from app.db import open_database
 
     location = settings.database
     if location.path is not None and not location.path.exists():

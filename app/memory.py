@@ -13,9 +13,9 @@ from langchain_core.messages import AnyMessage, ToolMessage
 
 from app.config import Settings
 from app.db.location import DatabaseLocation
-from app.db.sqlite import is_environmental
+from app.db.sqlite import connect, database_error, is_environmental
 from app.errors import UsageError
-from app.store import THREAD_ID, connect, database_error
+from app.store import THREAD_ID
 from graphs.shared.messages import current_turn
 from tools.memory import MemoryStore, clean_text, query_terms
 

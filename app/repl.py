@@ -10,11 +10,11 @@ from rich.console import Console
 from app.approval_ui import ask_approval
 from app.chat import Approver, ChatSession, TurnInterrupted, new_thread_id
 from app.config import Settings
+from app.db import database_of
 from app.errors import AppError, UsageError
 from app.models.offline import OFFLINE_NOTICE
 from app.render import ConsoleRenderer
 from app.runtime import Runtime, open_runtime
-from app.store import database_of
 
 HELP = """\
 Type a message and press Enter. Esc then Enter inserts a newline.
@@ -196,7 +196,7 @@ class Repl:
 
     def _rollback(self, *, turns: int | None, checkpoint: str | None) -> None:
         from app.cli_time import OpenThread, do_rollback, print_rollback
-        from app.store import lock_thread
+        from app.db import lock_thread
         from app.timetravel import CheckpointIndex
 
         if turns is None and checkpoint is None:

@@ -1,5 +1,5 @@
-"""Open the checkpoint database (SQLite or PostgreSQL, strict deserialisation), validate thread ids
-and lock threads for writing. The backends live in `app.db`; this is the one import for callers."""
+"""Thread ids as the CLI and the server accept them, and `open_checkpointer` for callers that need
+only the saver. Opening, locking and the backends themselves are `app.db`'s."""
 
 from __future__ import annotations
 
@@ -10,39 +10,10 @@ from pathlib import Path
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from app.db import (
-    DbRef,
-    as_location,
-    database_of,
-    lock_thread,
-    open_database,
-    thread_interrupted,
-)
-from app.db.base import Database, strict_serializer
-from app.db.sqlite import connect, database_error
-from app.db.sqlite_lock import ThreadLock, dead_writer, lock_path
+from app.db import DbRef, open_database
 from app.errors import UsageError
 
 THREAD_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
-
-__all__ = [
-    "THREAD_ID",
-    "Database",
-    "DbRef",
-    "ThreadLock",
-    "as_location",
-    "connect",
-    "database_error",
-    "database_of",
-    "dead_writer",
-    "lock_path",
-    "lock_thread",
-    "open_checkpointer",
-    "open_database",
-    "strict_serializer",
-    "thread_interrupted",
-    "validate_thread_id",
-]
 
 
 def validate_thread_id(thread_id: str) -> str:

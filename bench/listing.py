@@ -21,7 +21,7 @@ BASELINE_CHECKPOINTS_PER_TURN = 5
 
 def waypoint_threads(db_path: Path) -> list[Any]:
     from app.config import load_settings
-    from app.store import open_database
+    from app.db import open_database
     from app.threads import list_threads
 
     settings = load_settings(db=db_path)
@@ -31,7 +31,7 @@ def waypoint_threads(db_path: Path) -> list[Any]:
 
 def waypoint_history(db_path: Path, thread_id: str) -> list[Any]:
     from app.config import load_settings
-    from app.store import open_database
+    from app.db import open_database
     from app.threads import load_state
     from app.timetravel import CheckpointIndex, turn_history
     from graphs.react.graph import build_graph

@@ -13,10 +13,10 @@ from langchain_core.tools import StructuredTool
 from rich.console import Console
 
 from app.config import load_settings
+from app.db import lock_thread
 from app.render import JsonlRenderer
 from app.runtime import open_runtime
 from app.server.api import create_app
-from app.store import lock_thread
 from tests.conftest import run_cli
 from tools import default_tools, has_side_effects, side_effect_names
 

@@ -18,9 +18,10 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from app import archive
 from app.archive import export_markdown, export_thread, import_thread, read_export_file
 from app.config import load_settings
+from app.db import open_database
 from app.errors import UsageError
 from app.models.offline import OfflineChatModel
-from app.store import open_checkpointer, open_database
+from app.store import open_checkpointer
 from graphs.react.graph import build_graph
 from graphs.shared.messages import new_message_id
 from graphs.state import AgentContext, turn_input

@@ -18,11 +18,12 @@ from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 
+from app.db import open_database
 from app.db.base import Database
+from app.db.sqlite_lock import ThreadLock
 from app.errors import UsageError
 from app.maintenance import PruneReport, delete_thread, prune, thread_sizes, vacuum
 from app.models.offline import OfflineChatModel
-from app.store import ThreadLock, open_database
 from app.threads import list_threads
 from graphs.react.graph import build_graph
 from graphs.state import AgentContext, turn_input

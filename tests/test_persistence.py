@@ -23,7 +23,8 @@ from app.chat import ChatSession
 from app.config import load_settings
 from app.context import make_context
 from app.db import sqlite as sqlite_backend
-from app.store import database_error, open_checkpointer
+from app.db.sqlite import database_error
+from app.store import open_checkpointer
 from tests.cli_boundary import invoke
 from tests.conftest import REPO, run_cli, run_cli_process
 from tests.db_helpers import execute

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from app.db import lock_thread, open_database, thread_interrupted
 from app.errors import ThreadBusyError, UsageError
 from app.maintenance import delete_thread, prune, thread_sizes, vacuum
 from app.models.offline import OfflineChatModel
-from app.store import lock_thread, open_database, thread_interrupted
 from app.threads import list_threads
 from graphs.react.graph import build_graph
 from graphs.state import AgentContext
@@ -29,7 +29,7 @@ from tools import default_tools
 
 HOLD_LOCK = (
     "import sys, time\n"
-    "from app.store import lock_thread\n"
+    "from app.db import lock_thread\n"
     "lock = lock_thread(sys.argv[1], sys.argv[2])\n"
     "lock.__enter__()\n"
     "print('locked', flush=True)\n"

@@ -13,8 +13,9 @@ from rich.console import Console
 from app.chat import ChatSession
 from app.config import load_settings
 from app.context import make_context
+from app.db import open_database
 from app.render import JsonlRenderer
-from app.store import open_checkpointer, open_database
+from app.store import open_checkpointer
 from app.timetravel import CheckpointIndex
 from tests.conftest import run_cli
 from tests.db_helpers import checkpoint_count

@@ -16,6 +16,7 @@ from starlette.concurrency import run_in_threadpool
 
 from app.chat import new_thread_id
 from app.config import Settings
+from app.db import lock_thread, open_database
 from app.errors import AppError
 from app.maintenance import delete_thread as remove_thread
 from app.server import runs, schemas, timeline
@@ -23,7 +24,7 @@ from app.server.diagram import graph_view
 from app.server.errors import ConflictError, NotFoundError, error_body, status_for
 from app.server.guard import RequestGuard
 from app.server.hosts import allowed_hosts
-from app.store import lock_thread, open_database, validate_thread_id
+from app.store import validate_thread_id
 from app.threads import list_threads as thread_rows
 from app.threads import thread_exists
 

@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 
 from app import chat
 from app.config import Settings
+from app.db import database_of, lock_thread, open_database
 from app.errors import AppError, UsageError
 from app.runtime import open_runtime
 from app.server.errors import ForbiddenError, error_body
 from app.server.events import EventRenderer, sse
-from app.store import database_of, lock_thread, open_database
 from app.threads import thread_graph
 from app.timetravel import CheckpointIndex, state_at
 from app.workspace_sync import WorkspaceReport, restore_workspace

@@ -6,11 +6,11 @@ Rollback and fork call the same services as the CLI (`app.timetravel`); ids are 
 from __future__ import annotations
 
 from app.config import Settings
+from app.db import lock_thread, thread_interrupted
 from app.db.base import Database
 from app.errors import UsageError
 from app.render import message_dict
 from app.server.errors import ConflictError, NotFoundError
-from app.store import lock_thread, thread_interrupted
 from app.threads import load_state, thread_exists, thread_graph
 from app.timetravel import CheckpointIndex, CheckpointRow, fork, rollback, state_at, turn_history
 from graphs.react.graph import build_graph
