@@ -140,7 +140,7 @@ class ChatSession:
     ) -> TurnResult:
         """One user turn. Risky tool calls go to `approver` when the policy is `ask`."""
         text = clean_input(text, self.settings.max_input_chars)
-        with lock_thread(self.settings.db, self.thread_id):
+        with lock_thread(self.settings.database, self.thread_id):
             # With DeltaChannel every full load of the head rebuilds the messages, which is what a
             # long thread makes expensive: the head cache skips the loads this process can.
             head = self._settle_pending_approval(renderer, approver, self.head.load())
@@ -204,7 +204,7 @@ class ChatSession:
 
     def answer_pending_approval(self, renderer: Renderer, approver: Approver) -> TurnResult | None:
         """Show a pending approval again (e.g. after a restart) and continue the turn it paused."""
-        with lock_thread(self.settings.db, self.thread_id):
+        with lock_thread(self.settings.database, self.thread_id):
             if not self.pending_approval():
                 return None
             state = load_state(self.graph, self.thread_id)
@@ -261,7 +261,7 @@ class ChatSession:
         Files in `spared` (changed outside Waypoint) are never written by the replayed calls."""
         tools = sparing(self.base_context.tools, spared)
         self.context = dataclasses.replace(self.base_context, tools=tools)
-        with lock_thread(self.settings.db, self.thread_id):
+        with lock_thread(self.settings.database, self.thread_id):
             start = self.graph.get_state(
                 {"configurable": {"thread_id": self.thread_id, "checkpoint_id": checkpoint_id}}
             )
@@ -344,7 +344,7 @@ class ChatSession:
 
     def resume(self, renderer: Renderer) -> TurnResult:
         """Run the unfinished step of an interrupted turn again (at-least-once for its tools)."""
-        with lock_thread(self.settings.db, self.thread_id):
+        with lock_thread(self.settings.database, self.thread_id):
             state = load_state(self.graph, self.thread_id)
             turn = state.values.get("turn", 0)
             metadata = {k: v for k, v in (state.metadata or {}).items() if k in {"turn", "preview"}}
@@ -352,12 +352,12 @@ class ChatSession:
             return self._finish(turn, renderer)
 
     def discard(self, renderer: Renderer) -> None:
-        with lock_thread(self.settings.db, self.thread_id):
+        with lock_thread(self.settings.database, self.thread_id):
             self._repair_interrupted(renderer)
 
     def compact(self, renderer: Renderer) -> int:
         """Replace older turns with a summary now (REPL /compact); returns the messages replaced."""
-        with lock_thread(self.settings.db, self.thread_id):
+        with lock_thread(self.settings.database, self.thread_id):
             state = load_state(self.graph, self.thread_id)
             # Between turns there is no current turn: keep the last one whole, summarise the rest.
             older, recent = split_for_summary(state.values.get("messages", []), 0)

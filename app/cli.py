@@ -308,7 +308,7 @@ def threads_list(db: DbOption = None, as_json: JsonOption = False) -> None:
     from app.threads import list_threads
 
     settings = load_settings(db=db)
-    with open_database(settings.db, settings.busy_timeout) as database:
+    with open_database(settings.database, settings.busy_timeout) as database:
         threads = list_threads(database)
     if as_json:
         out.print_json(json.dumps([t.as_dict() for t in threads], ensure_ascii=False))

@@ -39,7 +39,7 @@ def export(
 
     validate_thread_id(thread)
     settings = load_settings(db=db)
-    with open_database(settings.db, settings.busy_timeout) as database:
+    with open_database(settings.database, settings.busy_timeout) as database:
         if format is ExportFormat.md:
             text = export_markdown(database, thread)
         else:
@@ -87,8 +87,8 @@ def import_(
     validate_thread_id(thread)
     settings = load_settings(db=db)
     with (
-        open_database(settings.db, settings.busy_timeout) as database,
-        lock_thread(settings.db, thread),
+        open_database(settings.database, settings.busy_timeout) as database,
+        lock_thread(settings.database, thread),
     ):
         report = import_thread(database, data, thread)
     err.print(
@@ -113,8 +113,8 @@ def threads_delete(
     validate_thread_id(thread)
     settings = load_settings(db=db)
     with (
-        open_database(settings.db, settings.busy_timeout) as database,
-        lock_thread(settings.db, thread),
+        open_database(settings.database, settings.busy_timeout) as database,
+        lock_thread(settings.database, thread),
     ):
         if not thread_exists(database, thread):
             raise UsageError(f"thread {thread} does not exist; see `threads list`")
@@ -158,7 +158,7 @@ def threads_prune(
     from app.maintenance import prune
 
     settings = load_settings(db=db)
-    with open_database(settings.db, settings.busy_timeout) as database:
+    with open_database(settings.database, settings.busy_timeout) as database:
         report = prune(
             database,
             keep_last_turns=keep_last_turns,
@@ -191,7 +191,7 @@ def threads_vacuum(db: DbOption = None) -> None:
     from app.maintenance import vacuum
 
     settings = load_settings(db=db)
-    with open_database(settings.db, settings.busy_timeout) as database:
+    with open_database(settings.database, settings.busy_timeout) as database:
         report = vacuum(database)
     err.print(
         f"{settings.database.label}: {report.bytes_before:,} → {report.bytes_after:,} bytes "

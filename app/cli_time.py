@@ -64,9 +64,9 @@ def open_thread(
     settings = load_settings(db=db, **overrides)
     validate_thread_id(thread)
     with contextlib.ExitStack() as stack:
-        database = stack.enter_context(open_database(settings.db, settings.busy_timeout))
+        database = stack.enter_context(open_database(settings.database, settings.busy_timeout))
         if write:
-            stack.enter_context(lock_thread(settings.db, thread))
+            stack.enter_context(lock_thread(settings.database, thread))
         index = CheckpointIndex(database, thread)
         graph = thread_graph(database.saver, thread)
         yield OpenThread(settings, database.saver, graph, index, database)
@@ -351,7 +351,7 @@ def fork(
     from app.timetravel import fork as fork_thread
 
     validate_thread_id(to)
-    with open_thread(thread, db, workspace=workspace) as t, lock_thread(t.settings.db, to):
+    with open_thread(thread, db, workspace=workspace) as t, lock_thread(t.settings.database, to):
         row = t.index.resolve(checkpoint) if checkpoint else t.index.head
         report = fork_thread(
             t.graph,

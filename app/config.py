@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import Annotated, Literal
@@ -117,9 +118,10 @@ class Settings(BaseSettings):
             )
         return value
 
-    @property
+    @functools.cached_property
     def database(self) -> DatabaseLocation:
-        """The parsed --db: a SQLite path or a PostgreSQL URL (print its `label`, never the URL)."""
+        """The parsed --db, parsed once: a SQLite path or a PostgreSQL URL (print its `label`,
+        never the URL). Every command opens and locks through it, not through the text."""
         return parse_location(self.db)
 
     @property

@@ -202,7 +202,7 @@ class Repl:
         if turns is None and checkpoint is None:
             raise UsageError("usage: /rewind CHECKPOINT_ID (ids are in /history)")
         thread = self.session.thread_id
-        with lock_thread(self.settings.db, thread):
+        with lock_thread(self.settings.database, thread):
             opened = OpenThread(
                 self.settings,
                 self.saver,

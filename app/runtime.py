@@ -60,7 +60,7 @@ def open_runtime(
 
     builtin = {t.name for t in default_tools(settings.workspace)}
     with (
-        open_checkpointer(settings.db, settings.busy_timeout) as saver,
+        open_checkpointer(settings.database, settings.busy_timeout) as saver,
         open_memory(settings) as memory,
         open_mcp_tools(settings.mcp_config, reserved_names=builtin) as extra_tools,
     ):

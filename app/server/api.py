@@ -129,7 +129,7 @@ def _api_routes() -> APIRouter:
     def create_thread(request: Request, body: schemas.ThreadCreate, response: Response) -> dict:
         settings = request.app.state.settings
         thread_id = body.thread_id or new_thread_id()
-        with open_database(settings.db, settings.busy_timeout) as database:
+        with open_database(settings.database, settings.busy_timeout) as database:
             if not timeline.create_thread(database, settings, thread_id):
                 if body.if_exists == "raise":
                     raise ConflictError(f"thread {thread_id} already exists")
@@ -143,22 +143,22 @@ def _api_routes() -> APIRouter:
         offset: Annotated[int, Query(ge=0)] = 0,
     ) -> list:
         settings = request.app.state.settings
-        with open_database(settings.db, settings.busy_timeout) as database:
+        with open_database(settings.database, settings.busy_timeout) as database:
             found = thread_rows(database)
         return [t.as_dict() for t in found[offset : offset + limit]]
 
     @api.get("/threads/{thread_id}", response_model=schemas.ThreadDetail, tags=["threads"])
     def get_thread(request: Request, thread_id: ThreadId) -> dict:
         settings = request.app.state.settings
-        with open_database(settings.db, settings.busy_timeout) as database:
+        with open_database(settings.database, settings.busy_timeout) as database:
             return timeline.thread_detail(database, settings, thread_id)
 
     @api.delete("/threads/{thread_id}", response_model=schemas.Deleted, tags=["threads"])
     def delete_thread(request: Request, thread_id: ThreadId) -> dict:
         settings = request.app.state.settings
         with (
-            open_database(settings.db, settings.busy_timeout) as database,
-            lock_thread(settings.db, thread_id),
+            open_database(settings.database, settings.busy_timeout) as database,
+            lock_thread(settings.database, thread_id),
         ):
             timeline.open_index(database, thread_id)
             return remove_thread(database, thread_id).as_dict()
@@ -200,7 +200,7 @@ def _api_routes() -> APIRouter:
         limit: Annotated[int, Query(ge=1, le=1000)] = timeline.TURNS_SHOWN,
     ) -> dict:
         """Turns (newest first), every checkpoint with its parent, and the branch tree."""
-        with open_database(request.app.state.settings.db) as database:
+        with open_database(request.app.state.settings.database) as database:
             return timeline.history(database, thread_id, limit)
 
     @api.post(
@@ -209,7 +209,7 @@ def _api_routes() -> APIRouter:
     def rollback(request: Request, thread_id: ThreadId, body: schemas.RollbackRequest) -> dict:
         """Make an earlier checkpoint the head again (nothing is deleted; undo with previous_head)."""
         settings = request.app.state.settings
-        with open_database(settings.db, settings.busy_timeout) as database:
+        with open_database(settings.database, settings.busy_timeout) as database:
             return timeline.do_rollback(database, settings, thread_id, body)
 
     @api.post(
@@ -221,7 +221,7 @@ def _api_routes() -> APIRouter:
     def fork(request: Request, thread_id: ThreadId, body: schemas.ForkRequest) -> dict:
         """Copy the thread at a checkpoint (default: the head) into a new thread."""
         settings = request.app.state.settings
-        with open_database(settings.db, settings.busy_timeout) as database:
+        with open_database(settings.database, settings.busy_timeout) as database:
             return timeline.do_fork(database, settings, thread_id, body.to or new_thread_id(), body)
 
     @api.post("/threads/{thread_id}/replay", responses=SSE_RESPONSE, tags=["time travel"])
@@ -240,7 +240,7 @@ def _api_routes() -> APIRouter:
 
 
 def _must_exist(settings: Settings, thread_id: str) -> None:
-    with open_database(settings.db, settings.busy_timeout) as database:
+    with open_database(settings.database, settings.busy_timeout) as database:
         if not thread_exists(database, thread_id):
             raise NotFoundError(
                 f"thread {thread_id} does not exist; create it with POST /threads, "

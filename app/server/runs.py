@@ -199,8 +199,8 @@ def _prepare_replay(settings: Settings, thread_id: str, request) -> tuple[str, W
     from app.server.timeline import open_index, resolve
 
     with (
-        open_database(settings.db, settings.busy_timeout) as database,
-        lock_thread(settings.db, thread_id),
+        open_database(settings.database, settings.busy_timeout) as database,
+        lock_thread(settings.database, thread_id),
     ):
         index = open_index(database, thread_id)
         row = resolve(index, request.checkpoint_id)

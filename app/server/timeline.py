@@ -117,7 +117,7 @@ def thread_detail(database: Database, settings: Settings, thread_id: str) -> dic
         "turns": state.values.get("turn", max(turns, default=0)),
         "checkpoints": len(index.rows),
         "updated_at": index.head.created_at,
-        "interrupted": thread_interrupted(settings.db, thread_id),
+        "interrupted": thread_interrupted(settings.database, thread_id),
         "head": index.head.checkpoint_id,
         "next": list(state.next),
         "status": state.values.get("status"),
@@ -126,7 +126,7 @@ def thread_detail(database: Database, settings: Settings, thread_id: str) -> dic
 
 
 def do_rollback(database: Database, settings: Settings, thread_id: str, request) -> dict:  # type: ignore[no-untyped-def]
-    with lock_thread(settings.db, thread_id):
+    with lock_thread(settings.database, thread_id):
         index = open_index(database, thread_id)
         target = _rollback_target(index, request.turns, request.checkpoint_id)
         report = rollback(
@@ -162,7 +162,7 @@ def _rollback_target(index: CheckpointIndex, turns: int | None, ref: str | None)
 
 
 def do_fork(database: Database, settings: Settings, thread_id: str, new_id: str, request) -> dict:  # type: ignore[no-untyped-def]
-    with lock_thread(settings.db, new_id):
+    with lock_thread(settings.database, new_id):
         index = open_index(database, thread_id)
         row = resolve(index, request.checkpoint_id) if request.checkpoint_id else index.head
         if thread_exists(database, new_id):
@@ -191,7 +191,7 @@ def start_state(database: Database, thread_id: str, checkpoint_id: str):  # type
 
 def create_thread(database: Database, settings: Settings, thread_id: str) -> bool:  # type: ignore[no-untyped-def]
     """An empty thread (one checkpoint, no turns yet); False when it already exists."""
-    with lock_thread(settings.db, thread_id):
+    with lock_thread(settings.database, thread_id):
         if thread_exists(database, thread_id):
             return False
         build_graph(database.saver).update_state(
