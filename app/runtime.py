@@ -58,7 +58,8 @@ def open_runtime(
     from app.store import open_checkpointer
     from tools import default_tools
 
-    builtin = {t.name for t in default_tools(settings.workspace)}
+    # the MCP tools' names must not shadow the built-in ones (only worth building them to know)
+    builtin = {t.name for t in default_tools(settings.workspace)} if settings.mcp_config else set()
     with (
         open_checkpointer(settings.database, settings.busy_timeout) as saver,
         open_memory(settings) as memory,
