@@ -36,14 +36,17 @@ def _run(argv: list[str], prog_name: str | None) -> int:
     from typer._click.utils import PacifyFlushWrapper, _detect_program_name
     from typer.main import get_command
 
-    from app.cli import app, err, start_invocation, state
+    from app.cli.io import Invocation
+    from app.cli.main import app
     from app.errors import AppError, ExitStatus
 
-    start_invocation()
+    invocation = Invocation()  # this run's consoles and --debug, handed to every command
+    err = invocation.err
     command = get_command(app)
     try:
         # Not `app(...)`: typer turns a KeyboardInterrupt into a silent exit 130.
-        with command.make_context(prog_name or _detect_program_name(), list(argv)) as context:
+        prog = prog_name or _detect_program_name()
+        with command.make_context(prog, list(argv), obj=invocation) as context:
             code = command.invoke(context)
     except AppError as exc:
         err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
@@ -63,7 +66,7 @@ def _run(argv: list[str], prog_name: str | None) -> int:
         sys.stderr = PacifyFlushWrapper(sys.stderr)
         code = ExitStatus.RUN_FAILED
     except Exception as exc:
-        if state["debug"]:
+        if invocation.debug:
             raise
         err.print(
             f"[red]internal error:[/red] {type(exc).__name__}: {escape(str(exc))} (run with --debug)"

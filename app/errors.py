@@ -47,6 +47,23 @@ class ConfigError(AppError):
     exit_status = ExitStatus.CONFIG
 
 
+class NotFoundError(UsageError):
+    """Raised when a thread or checkpoint that is named does not exist."""
+
+
+class ThreadNotFoundError(NotFoundError):
+    """Raised when the named thread does not exist; the hint suits the terminal, and the server
+    gives its own (app/server/errors.py)."""
+
+    def __init__(self, thread_id: str) -> None:
+        super().__init__(f"thread {thread_id} does not exist; see `threads list`")
+        self.thread_id = thread_id
+
+
+class ConflictError(UsageError):
+    """Raised when a request collides with existing data (a fork target that already exists)."""
+
+
 class ThreadBusyError(UsageError):
     """Raised when another process holds the write lock of the thread."""
 

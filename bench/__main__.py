@@ -117,7 +117,7 @@ def tree_state() -> dict:
     return {
         "commit": git("rev-parse", "--short", "HEAD") or None,
         "changed_files": len(git("status", "--porcelain").splitlines()),
-        "long_term_memory": find_spec("app.memory") is not None,
+        "long_term_memory": find_spec("app.service.memory") is not None,
     }
 
 

@@ -22,7 +22,7 @@ BASELINE_CHECKPOINTS_PER_TURN = 5
 def waypoint_threads(db_path: Path) -> list[Any]:
     from app.config import load_settings
     from app.db import open_database
-    from app.threads import list_threads
+    from app.service.threads import list_threads
 
     settings = load_settings(db=db_path)
     with open_database(settings.db, settings.busy_timeout) as database:
@@ -32,8 +32,8 @@ def waypoint_threads(db_path: Path) -> list[Any]:
 def waypoint_history(db_path: Path, thread_id: str) -> list[Any]:
     from app.config import load_settings
     from app.db import open_database
-    from app.threads import load_state
-    from app.timetravel import CheckpointIndex, turn_history
+    from app.service.threads import load_state
+    from app.service.timetravel import CheckpointIndex, turn_history
     from graphs.react.graph import build_graph
 
     settings = load_settings(db=db_path)

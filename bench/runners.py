@@ -50,7 +50,7 @@ class Waypoint:
 
     def __init__(self, db_path: Path, stack: contextlib.ExitStack) -> None:
         from app.config import load_settings
-        from app.context import make_context
+        from app.service.context import make_context
         from app.store import open_checkpointer
 
         self.settings = load_settings(db=db_path, workspace=db_path.parent / "workspace")
@@ -59,7 +59,7 @@ class Waypoint:
         )
         self.session_options: dict = {}
         try:
-            from app.memory import memory_user, open_memory
+            from app.service.memory import memory_user, open_memory
         except ImportError:  # a version without long-term memory
             self.context = make_context(self.settings, BenchChatModel())
             return
@@ -72,7 +72,7 @@ class SessionRunner:
     """Waypoint's real per-turn path: `ChatSession.run_turn` with the terminal renderer."""
 
     def __init__(self, db_path: Path, thread_id: str = THREAD) -> None:
-        from app.chat import ChatSession
+        from app.service.session import ChatSession
 
         self.db_path = db_path
         self._stack = contextlib.ExitStack()
@@ -87,7 +87,7 @@ class SessionRunner:
         self._out, self._err = discarding_console(), discarding_console()
 
     def turn(self, text: str) -> None:
-        from app.render import ConsoleRenderer
+        from app.cli.render import ConsoleRenderer
 
         self.session.run_turn(text, ConsoleRenderer(self._out, self._err))
 
@@ -113,8 +113,8 @@ class GraphRunner:
     def turn(self, text: str, thread_id: str | None = None) -> None:
         from langchain_core.messages import HumanMessage
 
-        from app.chat import PREVIEW_CHARS
-        from app.worker import STREAM_MODES
+        from app.service.session import PREVIEW_CHARS
+        from app.service.worker import STREAM_MODES
         from graphs.shared.messages import new_message_id
         from graphs.state import turn_input
 

@@ -50,7 +50,7 @@ def chat_turn(db: str, thread: str, text: str) -> tuple[int, str]:
 
 
 def worker(db: str, turns: int, index: int) -> dict:
-    import app.cli  # noqa: F401  (imports done before the start line, like a warm process)
+    import app.cli.main  # noqa: F401  (imports done before the start line, like a warm process)
 
     print("ready", flush=True)
     sys.stdin.readline()
@@ -119,8 +119,8 @@ def missing_turns(db: str, answered: list[dict]) -> list[dict]:
     """The answered turns whose message is not in their thread's history."""
     from langchain_core.messages import HumanMessage
 
+    from app.service.threads import load_state
     from app.store import open_checkpointer
-    from app.threads import load_state
     from graphs.strategies import get_strategy
 
     with open_checkpointer(db) as saver:

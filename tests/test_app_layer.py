@@ -1,4 +1,4 @@
-"""One application layer (app/runtime.py): a replay has the tools of the turn it replays, the server
+"""One application layer (app/service/runtime.py): a replay has the tools of the turn it replays, the server
 reads a thread through its own strategy, rollback locks before it reads, a replay never overwrites a
 file it left alone, and "has side effects" is one property of a tool."""
 
@@ -8,15 +8,19 @@ import io
 import json
 from pathlib import Path
 
+import pytest
 from fastapi.testclient import TestClient
 from langchain_core.tools import StructuredTool
 from rich.console import Console
 
+from app.cli.render import JsonlRenderer
+from app.cli.repl import Repl
 from app.config import load_settings
-from app.db import lock_thread
-from app.render import JsonlRenderer
-from app.runtime import open_runtime
+from app.db import lock_thread, open_database
+from app.errors import ThreadBusyError
 from app.server.api import create_app
+from app.service import api
+from app.service.runtime import open_runtime
 from tests.conftest import run_cli
 from tools import default_tools, has_side_effects, side_effect_names
 
@@ -128,3 +132,51 @@ def test_a_replay_through_the_server_never_overwrites_a_file_changed_outside_way
     assert edited.read_text() == "edited by hand"
     [result] = [m for m in head_messages("srv") if m["type"] == "tool"][-1:]
     assert result["status"] == "error" and "changed outside Waypoint" in result["content"]
+
+
+WRITES = {
+    "rollback": lambda db: api.rollback(db, "held", turns=1),
+    "fork": lambda db: api.fork(db, "src", "held"),
+    "import": lambda db: api.import_thread(db, {"checkpoints": []}, "held"),
+    "delete": lambda db: api.delete_thread(db, "held"),
+    "create": lambda db: api.create_thread(db, "held"),
+    "replay start": lambda db: api.prepare_replay(db, "held", "x"),
+}
+
+
+@pytest.mark.parametrize("service", sorted(WRITES))
+def test_every_writing_service_takes_the_thread_lock_before_it_reads(service: str):
+    """The thread does not even exist: a service that read first would say "not found"; one that
+    locks first reports the other writer."""
+    settings = load_settings()
+    seed("src", "hello")
+    with (
+        open_database(settings.database) as database,
+        lock_thread(settings.db, "held"),
+        pytest.raises(ThreadBusyError, match="thread held is busy"),
+    ):
+        WRITES[service](database)
+
+
+def test_the_cli_the_repl_and_the_server_roll_back_through_the_same_service(monkeypatch):
+    seed("same", "hello", "what is 6 times 7")
+    calls: list[tuple] = []
+    real = api.rollback
+
+    def spy(database, thread_id, **options):  # type: ignore[no-untyped-def]
+        calls.append((thread_id, options["turns"], options["checkpoint"]))
+        return real(database, thread_id, **options)
+
+    monkeypatch.setattr(api, "rollback", spy)
+    assert run_cli("rollback", "-t", "same", "--turns", "1").returncode == 0
+    client = TestClient(create_app(load_settings()), base_url="http://localhost")
+    assert client.post("/threads/same/rollback", json={"turns": 1}).status_code == 400
+    with open_runtime(load_settings()) as runtime:
+        repl = Repl(runtime, runtime.session("same"), *consoles(), show_updates=False, debug=False)
+        repl.handle("/undo", "/undo")
+
+    assert calls == [("same", 1, None), ("same", 1, None), ("same", 1, None)]
+
+
+def consoles() -> tuple[Console, Console]:
+    return Console(file=io.StringIO()), Console(file=io.StringIO())

@@ -15,12 +15,12 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from app import archive
-from app.archive import export_markdown, export_thread, import_thread, read_export_file
 from app.config import load_settings
 from app.db import open_database
 from app.errors import UsageError
 from app.models.offline import OfflineChatModel
+from app.service import archive
+from app.service.archive import export_markdown, export_thread, import_thread, read_export_file
 from app.store import open_checkpointer
 from graphs.react.graph import build_graph
 from graphs.shared.messages import new_message_id

@@ -12,11 +12,11 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from rich.console import Console
 
-from app.chat import ChatSession
+from app.cli.render import JsonlRenderer
 from app.config import load_settings
-from app.context import make_context
 from app.models.offline import OfflineChatModel
-from app.render import JsonlRenderer
+from app.service.context import make_context
+from app.service.session import ChatSession
 from app.store import open_checkpointer
 from graphs.react.graph import build_graph
 from graphs.shared.summarize import SUMMARY_NAME, split_for_summary

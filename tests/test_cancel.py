@@ -13,10 +13,10 @@ import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import tool
 
-from app.chat import ChatSession, TurnInterrupted
+from app.cli.render import JsonlRenderer
 from app.config import load_settings
-from app.context import make_context
-from app.render import JsonlRenderer
+from app.service.context import make_context
+from app.service.session import ChatSession, TurnInterrupted
 from app.store import open_checkpointer
 from graphs.shared.messages import dangling_tool_calls
 from tests.fakes import ScriptedChatModel, call

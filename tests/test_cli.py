@@ -184,7 +184,13 @@ def test_ctrl_c_at_any_point_of_start_up_exits_130_with_one_line():
     """Importing the CLI takes most of a second: a Ctrl-C while the entry point imports typer or the
     CLI, or while a command imports what it needs, is the same clean exit as one during a turn."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1"}
-    for module in ("typer", "rich.console", "app.cli_time", "app.config", "app.threads"):
+    for module in (
+        "typer",
+        "rich.console",
+        "app.cli.time_travel",
+        "app.config",
+        "app.service.threads",
+    ):
         notify_read, notify_write = os.pipe()
         process = subprocess.Popen(
             [sys.executable, "-m", PAUSE_AT_IMPORT, module, str(notify_write), "threads", "list"],
@@ -265,7 +271,7 @@ LOADED_AFTER = """
 import sys
 from app.__main__ import run
 run(sys.argv[1:])
-print(",".join(m for m in ("langgraph.graph", "langchain_openai", "app.chat") if m in sys.modules))
+print(",".join(m for m in ("langgraph.graph", "langchain_openai", "app.service.session") if m in sys.modules))
 """
 
 
@@ -340,10 +346,10 @@ NASTY_SHOWN = "bad\\nname\\x1b[2J\\u202e.txt"
 def test_file_names_with_control_characters_are_escaped_in_cards_and_errors(isolated: Path):
     """Tool cards (the call, the result, an error) show such a name on one line, with no raw
     escape codes; the file itself keeps its real name."""
-    from app.chat import ChatSession
+    from app.cli.render import ConsoleRenderer
     from app.config import load_settings
-    from app.context import make_context
-    from app.render import ConsoleRenderer
+    from app.service.context import make_context
+    from app.service.session import ChatSession
     from app.store import open_checkpointer
     from tests.fakes import ScriptedChatModel, ai_calls, call
 
@@ -368,7 +374,7 @@ def test_file_names_with_control_characters_are_escaped_in_cards_and_errors(isol
 
 
 def test_a_path_with_control_characters_is_escaped_in_errors_and_notices(isolated: Path):
-    from app.workspace_sync import WorkspaceReport
+    from app.service.workspace_sync import WorkspaceReport
 
     nasty = isolated / NASTY
     nasty.write_text("a file, not a directory")

@@ -17,11 +17,12 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from rich.console import Console
 
+from app.cli.render import ConsoleRenderer
 from app.config import load_settings
-from app.context import SYSTEM_PROMPT, make_context
 from app.models import make_chat_model
 from app.models.window import discover_window, endpoint_window, forget_windows
-from app.render import ConsoleRenderer
+from app.service.context import SYSTEM_PROMPT, make_context
+from app.service.events import NodeUpdate
 from app.store import open_checkpointer
 from graphs.react.graph import build_graph, recursion_limit
 from graphs.shared.model_errors import classify_call_error, classify_model_error, window_from_error
@@ -551,7 +552,7 @@ def test_the_failure_panel_wraps_its_message_at_80_columns() -> None:
         Console(file=out, width=80, soft_wrap=True), Console(file=err, width=80, soft_wrap=True)
     )
 
-    renderer.event("updates", {"failure_handler": {"messages": [AIMessage(message, id="a1")]}})
+    renderer.emit(NodeUpdate("failure_handler", {"messages": [AIMessage(message, id="a1")]}))
 
     lines = err.getvalue().splitlines()
     assert all(len(line) <= 80 for line in lines)

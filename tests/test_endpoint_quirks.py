@@ -14,10 +14,10 @@ import pytest
 from langchain_core.messages import HumanMessage, ToolMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from app.context import SYSTEM_PROMPT
-from app.memory import EXPERIENCE_HEADER, honest_status
 from app.models import make_chat_model
 from app.models.openai_compat import RepetitionDetector, repeated_unit
+from app.service.context import SYSTEM_PROMPT
+from app.service.memory import EXPERIENCE_HEADER, honest_status
 from app.store import open_checkpointer
 from graphs.plan.state import Plan
 from graphs.shared.model_call import ask_structured

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from langchain_core.messages import AIMessage
 
-from app.chat import ChatSession
+from app.cli.render import JsonlRenderer
 from app.config import load_settings
-from app.context import make_context
-from app.render import JsonlRenderer
+from app.service.context import make_context
+from app.service.session import ChatSession
+from app.service.threads import load_state
 from app.store import open_checkpointer
-from app.threads import load_state
 from tests.fakes import ScriptedChatModel, call
 
 

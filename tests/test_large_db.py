@@ -7,10 +7,10 @@ import json
 
 from rich.console import Console
 
-from app.chat import ChatSession
+from app.cli.render import JsonlRenderer
 from app.config import load_settings
-from app.context import make_context
-from app.render import JsonlRenderer
+from app.service.context import make_context
+from app.service.session import ChatSession
 from app.store import open_checkpointer
 from tests.conftest import run_cli
 

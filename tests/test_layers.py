@@ -1,5 +1,7 @@
-"""Import layering: graphs/ imports nothing from app/, and neither graphs/ nor the model providers
-(app/models/) have an import cycle — counting imports made inside functions, which hide cycles."""
+"""Import layering: graphs/ imports nothing from app/; the services (app/service/) import no front
+end; the server imports nothing of the CLI; each CLI command module imports no other (app/cli/main.py
+assembles them); and nothing in graphs/ or app/ has an import cycle — counting imports made inside
+functions, which hide cycles."""
 
 from __future__ import annotations
 
@@ -62,7 +64,7 @@ def cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
-@pytest.mark.parametrize("packages", [("graphs",), ("app.models",)])
+@pytest.mark.parametrize("packages", [("graphs",), ("app.models",), ("app",)])
 def test_no_import_cycle(packages: tuple[str, ...]):
     known = modules(*packages)
     graph = {name: imports(path, known) - {name} for name, path in known.items()}
@@ -73,3 +75,54 @@ def test_the_graphs_import_nothing_from_the_application():
     known = modules("graphs", "app")
     for name, path in modules("graphs").items():
         assert not {m for m in imports(path, known) if m.startswith("app")}, name
+
+
+FRONT_ENDS = ("app.cli", "app.server")
+COMMAND_MODULES = {
+    "app.cli.chat",
+    "app.cli.corpus",
+    "app.cli.info",
+    "app.cli.mcp",
+    "app.cli.memory",
+    "app.cli.serve",
+    "app.cli.store",
+    "app.cli.threads",
+    "app.cli.time_travel",
+}
+
+
+def app_imports() -> dict[str, set[str]]:
+    known = modules("app")
+    return {name: imports(path, known) - {name} for name, path in known.items()}
+
+
+def test_the_services_import_no_front_end():
+    for name, targets in app_imports().items():
+        if name.startswith("app.service"):
+            assert not {t for t in targets if t.startswith(FRONT_ENDS)}, name
+
+
+def test_the_server_imports_nothing_of_the_cli():
+    for name, targets in app_imports().items():
+        if name.startswith("app.server"):
+            assert not {t for t in targets if t.startswith("app.cli")}, name
+
+
+def test_only_the_cli_root_imports_the_command_modules():
+    graph = app_imports()
+    assert set(modules("app.cli")) - {"app.cli"} >= COMMAND_MODULES
+    for name, targets in graph.items():
+        if name != "app.cli.main":
+            assert not targets & COMMAND_MODULES, name
+
+
+def test_a_run_config_is_written_in_one_place():
+    """`{"configurable": ...}` is built by app/service/threads.thread_config only."""
+    writers = set()
+    for name, path in modules("app").items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Dict) and any(
+                isinstance(k, ast.Constant) and k.value == "configurable" for k in node.keys
+            ):
+                writers.add(name)
+    assert writers == {"app.service.threads"}

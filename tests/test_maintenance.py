@@ -22,9 +22,9 @@ from app.db import open_database
 from app.db.base import Database
 from app.db.sqlite_lock import ThreadLock
 from app.errors import UsageError
-from app.maintenance import PruneReport, delete_thread, prune, thread_sizes, vacuum
 from app.models.offline import OfflineChatModel
-from app.threads import list_threads
+from app.service.maintenance import PruneReport, delete_thread, prune, thread_sizes, vacuum
+from app.service.threads import list_threads
 from graphs.react.graph import build_graph
 from graphs.state import AgentContext, turn_input
 from tools import default_tools

@@ -211,7 +211,7 @@ def test_without_the_optional_extra_the_error_says_what_to_install(
 
 @needs_mcp
 def test_waypoint_tools_round_trip_through_a_real_stdio_server(tmp_path: Path):
-    from app.cli_mcp import input_schema
+    from app.service.mcp_server import input_schema
     from graphs.shared.tool_calls import run_tool_calls
 
     served = tmp_path / "served"
@@ -343,10 +343,10 @@ def test_a_server_that_cannot_start_names_itself_and_leaves_nothing_running(tiny
 def test_mcp_list_shows_the_configured_tools(tmp_path: Path):
     from typer.testing import CliRunner
 
-    from app import cli_mcp  # importing it registers `mcp` on the typer app
+    from app.cli.main import app
 
     config = write_config(tmp_path / "mcp.json", {"waypoint": waypoint_server(tmp_path / "ws")})
-    result = CliRunner().invoke(cli_mcp.app, ["mcp", "list", "--mcp-config", str(config), "--json"])
+    result = CliRunner().invoke(app, ["mcp", "list", "--mcp-config", str(config), "--json"])
     assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout)
     assert [(r["server"], r["name"], r["trusted"]) for r in rows] == [

@@ -16,12 +16,12 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from typer.testing import CliRunner
 
-import app.memory as app_memory
-from app.cli import app as cli_app
-from app.cli_memory import memory_app
+import app.service.memory as app_memory
+from app.cli.main import app as cli_app
+from app.cli.memory import commands as memory_app
 from app.config import load_settings
 from app.errors import UsageError
-from app.memory import (
+from app.service.memory import (
     EXPERIENCE_FOOTER,
     EXPERIENCE_HEADER,
     default_user,

@@ -15,8 +15,8 @@ from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, Too
 from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from app.context import SYSTEM_PROMPT
 from app.models import make_chat_model
+from app.service.context import SYSTEM_PROMPT
 from app.store import open_checkpointer
 from graphs.react.graph import build_graph, recursion_limit
 from graphs.shared.messages import is_notice, new_message_id

@@ -19,11 +19,11 @@ import ormsgpack
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from app.chat import ChatSession
 from app.config import load_settings
-from app.context import make_context
 from app.db import sqlite as sqlite_backend
 from app.db.sqlite import database_error
+from app.service.context import make_context
+from app.service.session import ChatSession
 from app.store import open_checkpointer
 from tests.cli_boundary import invoke
 from tests.conftest import REPO, run_cli, run_cli_process

@@ -16,9 +16,9 @@ import pytest
 
 from app.db import lock_thread, open_database, thread_interrupted
 from app.errors import ThreadBusyError, UsageError
-from app.maintenance import delete_thread, prune, thread_sizes, vacuum
 from app.models.offline import OfflineChatModel
-from app.threads import list_threads
+from app.service.maintenance import delete_thread, prune, thread_sizes, vacuum
+from app.service.threads import list_threads
 from graphs.react.graph import build_graph
 from graphs.state import AgentContext
 from tests.conftest import REPO, run_cli

@@ -23,6 +23,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import Field
 from rich.console import Console
 
+from app.cli.render import ConsoleRenderer
 from app.models.react import (
     FORMAT_HINT,
     OBSERVATION_STOP,
@@ -34,7 +35,7 @@ from app.models.react import (
     react_system_prompt,
     wrap_react,
 )
-from app.render import ConsoleRenderer
+from app.service.events import NodeUpdate
 from graphs.react.graph import build_graph, recursion_limit
 from graphs.state import AgentContext, turn_input
 from tests.fakes import TOOL_NAMES, ScriptedChatModel, call
@@ -604,7 +605,7 @@ def test_an_unparsed_answer_is_shown_with_a_notice() -> None:
     renderer = ConsoleRenderer(Console(file=out, width=100), Console(file=err, width=100))
     reply = AIMessage("It is 42.", id="a1", response_metadata={UNPARSED: True})
 
-    renderer.event("updates", {"agent": {"messages": [reply]}})
+    renderer.emit(NodeUpdate("agent", {"messages": [reply]}))
 
     assert out.getvalue() == "It is 42.\n"
     assert "shown as the answer, as written" in " ".join(err.getvalue().split())

@@ -108,7 +108,7 @@ def test_allowed_hosts_come_from_the_option_the_environment_and_the_bound_addres
 def test_serve_answers_its_bound_address_and_allowed_hosts(monkeypatch: pytest.MonkeyPatch):
     import uvicorn
 
-    from app.cli import app as cli
+    from app.cli.main import app as cli
 
     started = []
     monkeypatch.setattr(uvicorn.Server, "run", lambda self, sockets=None: started.append(self))

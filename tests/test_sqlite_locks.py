@@ -13,7 +13,7 @@ from pathlib import Path
 from app.config import load_settings
 from app.db import open_database
 from app.db.sqlite import connect
-from app.memory import open_memory
+from app.service.memory import open_memory
 from tests.conftest import REPO
 
 

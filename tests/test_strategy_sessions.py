@@ -9,11 +9,11 @@ import json
 import pytest
 from rich.console import Console
 
-from app.chat import ChatSession
+from app.cli.render import ConsoleRenderer, JsonlRenderer
 from app.config import load_settings
-from app.context import make_context
-from app.memory import open_memory
-from app.render import ConsoleRenderer, JsonlRenderer
+from app.service.context import make_context
+from app.service.memory import open_memory
+from app.service.session import ChatSession
 from app.store import open_checkpointer
 from graphs.reflexion.state import Lesson, Verdict
 from tests.conftest import run_cli

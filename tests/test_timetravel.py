@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from app.chat import ChatSession
+from app.cli.render import JsonlRenderer
 from app.config import load_settings
-from app.context import make_context
 from app.db import open_database
-from app.render import JsonlRenderer
+from app.service.context import make_context
+from app.service.session import ChatSession
+from app.service.timetravel import CheckpointIndex
 from app.store import open_checkpointer
-from app.timetravel import CheckpointIndex
 from tests.conftest import run_cli
 from tests.db_helpers import checkpoint_count
 

@@ -11,7 +11,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from app.render import STRATEGY_EVENTS
+from app.cli.render import STRATEGY_EVENTS
 from graphs.plan.nodes import EMPTY_PLAN
 from graphs.plan.state import Plan, PlanStep
 from graphs.state import AgentContext

@@ -14,19 +14,19 @@ from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
 
-from app.chat import new_thread_id
 from app.config import Settings
-from app.db import lock_thread, open_database
+from app.db import open_database
 from app.errors import AppError
-from app.maintenance import delete_thread as remove_thread
 from app.server import runs, schemas, timeline
 from app.server.diagram import graph_view
-from app.server.errors import ConflictError, NotFoundError, error_body, status_for
+from app.server.errors import NotFoundError, error_body, status_for
 from app.server.guard import RequestGuard
 from app.server.hosts import allowed_hosts
+from app.service import api as service
+from app.service.session import new_thread_id
+from app.service.threads import list_threads as thread_rows
+from app.service.threads import thread_exists
 from app.store import validate_thread_id
-from app.threads import list_threads as thread_rows
-from app.threads import thread_exists
 
 STATIC = Path(__file__).parent / "static"
 SSE_RESPONSE = {200: {"content": {"text/event-stream": {}}, "description": "Server-Sent Events"}}
@@ -130,9 +130,7 @@ def _api_routes() -> APIRouter:
         settings = request.app.state.settings
         thread_id = body.thread_id or new_thread_id()
         with open_database(settings.database, settings.busy_timeout) as database:
-            if not timeline.create_thread(database, settings, thread_id):
-                if body.if_exists == "raise":
-                    raise ConflictError(f"thread {thread_id} already exists")
+            if not service.create_thread(database, thread_id, if_exists=body.if_exists):
                 response.status_code = 200
             return timeline.thread_detail(database, settings, thread_id)
 
@@ -156,12 +154,8 @@ def _api_routes() -> APIRouter:
     @api.delete("/threads/{thread_id}", response_model=schemas.Deleted, tags=["threads"])
     def delete_thread(request: Request, thread_id: ThreadId) -> dict:
         settings = request.app.state.settings
-        with (
-            open_database(settings.database, settings.busy_timeout) as database,
-            lock_thread(settings.database, thread_id),
-        ):
-            timeline.open_index(database, thread_id)
-            return remove_thread(database, thread_id).as_dict()
+        with open_database(settings.database, settings.busy_timeout) as database:
+            return service.delete_thread(database, thread_id).as_dict()
 
     @api.post("/threads/{thread_id}/runs/stream", responses=SSE_RESPONSE, tags=["runs"])
     async def stream_run(

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from app.errors import AppError, ConfigError, ThreadBusyError, UsageError
+from app.errors import (
+    AppError,
+    ConfigError,
+    ConflictError,
+    NotFoundError,
+    ThreadBusyError,
+    ThreadNotFoundError,
+    UsageError,
+)
 
-
-class NotFoundError(UsageError):
-    """Raised when a route names a thread or checkpoint that does not exist."""
-
-
-class ConflictError(UsageError):
-    """Raised when the request collides with existing data (a fork target that already exists)."""
+__all__ = ["ConflictError", "ForbiddenError", "NotFoundError", "error_body", "status_for"]
 
 
 class ForbiddenError(UsageError):
@@ -42,4 +44,7 @@ def status_for(error: AppError) -> int:
 
 
 def error_body(error: AppError) -> dict:
+    if isinstance(error, ThreadNotFoundError):
+        detail = f"thread {error.thread_id} does not exist; create it with POST /threads"
+        return {"detail": detail, "error": "not_found"}
     return {"detail": str(error), "error": ERROR_KINDS.get(status_for(error), "error")}

@@ -1,4 +1,4 @@
-"""Run events for HTTP: a renderer that emits the `--jsonl` events as dicts, and SSE framing."""
+"""Run events for HTTP: a sink that hands on the `--jsonl` events as dicts, and SSE framing."""
 
 from __future__ import annotations
 
@@ -6,28 +6,35 @@ import json
 import logging
 from collections.abc import Callable
 
-from app.render import JsonlRenderer
+from app.service.events import Event, NodeFailed, Token, as_json
 
 log = logging.getLogger("waypoint.server")
 
 
-class EventRenderer(JsonlRenderer):
-    """The `--jsonl` renderer with each event handed to `emit` instead of printed. Tracebacks of
-    internal errors stay in the server log; the client gets the node name only."""
+class EventQueue:
+    """A run's events as their wire dicts (app/service/events.py `as_json`), handed to `emit`.
+    Tracebacks of internal errors stay in the server log; the client gets the node name only."""
 
     def __init__(self, emit: Callable[[dict], None]) -> None:
-        super().__init__(out=None)  # type: ignore[arg-type]
         self._emit_to = emit
+        self._partial: list[str] = []
 
-    def _emit(self, event: dict) -> None:
-        if event.get("event") == "error" and "traceback" in event:
-            log.error("internal error in node %s:\n%s", event.get("node"), event["traceback"])
-            event = {
+    def emit(self, event: Event) -> None:
+        if isinstance(event, Token):
+            self._partial.append(event.text)
+        if isinstance(event, NodeFailed):
+            log.error("internal error in node %s:\n%s", event.node, event.traceback)
+            data = {
                 "event": "error",
-                "node": event.get("node"),
+                "node": event.node,
                 "detail": "internal error in a node; the details are in the server log",
             }
-        self._emit_to(event)
+        else:
+            data = as_json(event)
+        self._emit_to(data)
+
+    def partial_answer(self) -> str:
+        return "".join(self._partial)
 
 
 def sse(event: str, data: object) -> bytes:

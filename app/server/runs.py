@@ -15,20 +15,21 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 
-from app import chat
+from langgraph.types import StateSnapshot
+
 from app.config import Settings
-from app.db import database_of, lock_thread, open_database
 from app.errors import AppError, UsageError
-from app.runtime import open_runtime
 from app.server.errors import ForbiddenError, error_body
-from app.server.events import EventRenderer, sse
-from app.threads import thread_graph
-from app.timetravel import CheckpointIndex, state_at
-from app.workspace_sync import WorkspaceReport, restore_workspace
+from app.server.events import EventQueue, sse
+from app.service import api
+from app.service.events import Notice
+from app.service.replay import rerun_at_once
+from app.service.runtime import Runtime, open_runtime
+from app.service.session import ChatSession, TurnInterrupted, TurnResult
 from tools import side_effect_names
 
 log = logging.getLogger("waypoint.server")
-Job = Callable[[chat.ChatSession, EventRenderer], chat.TurnResult]
+Job = Callable[[Runtime, ChatSession, "EventQueue"], TurnResult]
 
 
 def server_policy(settings: Settings) -> str:
@@ -103,14 +104,14 @@ def _work(
     active: ActiveRuns,
     strategy: str | None = None,
 ) -> None:
-    renderer = EventRenderer(lambda event: stream.put("event", event))
+    sink = EventQueue(lambda event: stream.put("event", event))
     try:
         with open_runtime(settings, approval=policy) as runtime:
             session = runtime.session(thread_id, strategy)
             session.stop = stream.stop
             with active.track(thread_id, stream.stop):
-                status = _run_job(job, session, renderer)
-            head = CheckpointIndex(database_of(runtime.saver), thread_id).head.checkpoint_id
+                status = _run_job(job, runtime, session, sink)
+            head = api.checkpoints(runtime.database, thread_id).head.checkpoint_id
         stream.put("end", {"thread_id": thread_id, "head": head, "status": status})
     except AppError as exc:
         stream.put("failed", exc)
@@ -119,12 +120,12 @@ def _work(
         stream.put("failed", AppError(f"internal error: {type(exc).__name__}; see the server log"))
 
 
-def _run_job(job: Job, session: chat.ChatSession, renderer: EventRenderer) -> str:
+def _run_job(job: Job, runtime: Runtime, session: ChatSession, sink: EventQueue) -> str:
     """The run's final status; a cancelled run was closed like a turn stopped with Ctrl-C."""
     try:
-        return job(session, renderer).status
-    except chat.TurnInterrupted:
-        renderer.notice("the run was cancelled; the thread was closed after the step in progress")
+        return job(runtime, session, sink).status
+    except TurnInterrupted:
+        sink.emit(Notice("the run was cancelled; the thread was closed after the step in progress"))
         return "cancelled"
 
 
@@ -171,68 +172,45 @@ async def _sse(stream: RunStream, thread_id: str, first: tuple) -> AsyncIterator
 
 
 def turn_job(text: str) -> Job:
-    return lambda session, renderer: session.run_turn(text, renderer)
+    return lambda runtime, session, sink: session.run_turn(text, sink)
 
 
 def replay_job(settings: Settings, request) -> Job:  # type: ignore[no-untyped-def]
     """Replay from a checkpoint; the workspace is restored first, as the CLI does. Tools with side
-    effects run again only with `confirm`; otherwise the branch stops before them and says why."""
+    effects run again only with `confirm`: a replay that would run them at once is refused before
+    anything changes, and one that meets them later stops there and says why."""
 
-    def job(session: chat.ChatSession, renderer: EventRenderer) -> chat.TurnResult:
-        checkpoint_id, workspace = _prepare_replay(settings, session.thread_id, request)
-        for line in workspace.lines():
-            renderer.notice(f"workspace: {line}")
+    def job(runtime: Runtime, session: ChatSession, sink: EventQueue) -> TurnResult:
+        start = api.prepare_replay(
+            runtime.database,
+            session.thread_id,
+            request.checkpoint_id,
+            workspace=None if request.keep_files else settings.workspace,
+            force=request.force,
+            check=None if request.confirm else _refuse_side_effects(session),
+        )
+        for line in start.workspace.lines():
+            sink.emit(Notice(f"workspace: {line}"))
 
         def approve(calls: list) -> bool:
             if not request.confirm:
                 names = ", ".join(c["name"] for c in calls)
-                renderer.notice(f'{names} not re-run: send "confirm": true to allow it')
+                sink.emit(Notice(f'{names} not re-run: send "confirm": true to allow it'))
             return request.confirm
 
         # files changed outside Waypoint that the restore left alone are not written either
-        return session.replay(checkpoint_id, renderer, approve, workspace.conflicts)
+        return session.replay(start.row.checkpoint_id, sink, approve, start.spared)
 
     return job
 
 
-def _prepare_replay(settings: Settings, thread_id: str, request) -> tuple[str, WorkspaceReport]:  # type: ignore[no-untyped-def]
-    from app.server.timeline import open_index, resolve
+def _refuse_side_effects(session: ChatSession):  # type: ignore[no-untyped-def]
+    def check(start: StateSnapshot) -> None:
+        risky = rerun_at_once(session.strategy, start, side_effect_names(session.context.tools))
+        if risky:
+            raise UsageError(
+                f"the replay would re-run tools with side effects ({', '.join(risky)}) at "
+                'once; send "confirm": true to allow it'
+            )
 
-    with (
-        open_database(settings.database, settings.busy_timeout) as database,
-        lock_thread(settings.database, thread_id),
-    ):
-        index = open_index(database, thread_id)
-        row = resolve(index, request.checkpoint_id)
-        graph = thread_graph(database.saver, thread_id)
-        start_state = state_at(graph, thread_id, row.checkpoint_id)
-        if not request.confirm:
-            risky = replay_would_rerun(settings, database.saver, thread_id, start_state)
-            if risky:
-                raise UsageError(
-                    f"the replay would re-run tools with side effects ({', '.join(risky)}) at "
-                    'once; send "confirm": true to allow it'
-                )
-        if request.keep_files:
-            return row.checkpoint_id, WorkspaceReport()
-        head = state_at(graph, thread_id, index.head.checkpoint_id)
-        report = restore_workspace(
-            settings.workspace,
-            head.values.get("messages", []),
-            start_state.values.get("messages", []),
-            force=request.force,
-        )
-    return row.checkpoint_id, report
-
-
-def replay_would_rerun(settings: Settings, saver, thread_id: str, start) -> list[str]:  # type: ignore[no-untyped-def]
-    """The tools with side effects a replay from `start` would run at once: the calls waiting at
-    the thread's strategy's gate (react: `tools`, plan: `executor`)."""
-    from graphs.strategies import get_strategy, stored_strategy
-
-    strategy = get_strategy(stored_strategy(saver, thread_id) or "react")
-    if strategy.replay_gate is None or start.next != (strategy.replay_gate,):
-        return []
-    with open_runtime(settings) as runtime:
-        side_effects = side_effect_names(runtime.context.tools)
-    return [c["name"] for c in strategy.gate_calls(start.values) if c["name"] in side_effects]
+    return check

@@ -8,8 +8,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from app.config import StrategyName
 from app.errors import UsageError
+from app.service.timetravel import TurnSummary
 from app.store import validate_thread_id
-from app.timetravel import TurnSummary
 
 
 def _thread_id(value: str | None) -> str | None:

@@ -16,7 +16,7 @@ from pathlib import Path
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 
-import app.context
+import app.service.context
 from app.__main__ import main
 from app.models.offline import OfflineChatModel
 
@@ -49,7 +49,7 @@ def slow_context(settings, model=None, **options):  # type: ignore[no-untyped-de
     return dataclasses.replace(context, tools=[*context.tools, slow_step])
 
 
-real_make_context = app.context.make_context
-app.context.make_context = slow_context
+real_make_context = app.service.context.make_context
+app.service.context.make_context = slow_context
 sys.argv = ["app", "serve", *sys.argv[2:]]
 main()

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from langchain_core.tools import tool
 
-import app.context
+import app.service.context
 from app.__main__ import main
 from tests.fakes import ScriptedChatModel, ai_calls, call
 
@@ -45,8 +45,8 @@ def slow_context(settings, model=None, **options):  # type: ignore[no-untyped-de
     return dataclasses.replace(context, tools=[slow_step])
 
 
-real_make_context = app.context.make_context
-app.context.make_context = slow_context
+real_make_context = app.service.context.make_context
+app.service.context.make_context = slow_context
 cli_args = sys.argv[4:] or ["chat", "--jsonl", "-t", thread_id, "-m", "please run the slow step"]
 sys.argv = ["app", *cli_args]
 main()

@@ -94,7 +94,7 @@ class MemoryStore:
         try:
             memory = cls(connection)
             if not isinstance(connection, sqlite3.Connection):
-                memory.migrate()  # one caller at a time; app.memory's opener serialises processes
+                memory.migrate()  # one caller at a time; app.service.memory's opener serialises processes
             yield memory
         finally:
             connection.close()

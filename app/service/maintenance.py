@@ -17,8 +17,8 @@ from langgraph.channels import DeltaChannel
 from app.db import lock_thread
 from app.db.base import Database, Removal, UnreadableCheckpointError
 from app.errors import ThreadBusyError, UsageError
+from app.service.threads import checkpoint_time
 from app.store import validate_thread_id
-from app.threads import checkpoint_time
 from graphs.state import AgentState
 
 
@@ -112,7 +112,8 @@ def thread_sizes(database: Database) -> dict[str, int]:
 
 
 def delete_thread(database: Database, thread_id: str) -> DeleteReport:
-    """Remove every checkpoint and write of a thread in one transaction (the caller holds its lock)."""
+    """Remove every checkpoint and write of a thread in one transaction (the caller holds its lock:
+    app.service.api.delete_thread takes it)."""
     removal = database.remove(thread_id, None, dry_run=False)
     if not removal.checkpoints and not removal.writes:
         raise UsageError(f"thread {thread_id} does not exist; see `threads list`")

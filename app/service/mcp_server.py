@@ -1,57 +1,18 @@
-"""`mcp serve` (Waypoint's tools as an MCP stdio server) and `mcp list` (check an MCP config)."""
+"""Waypoint's tools as an MCP server: `build_server` lists them with the same names, descriptions
+and JSON schemas a chat model sees, and `run_stdio_server` serves them to an MCP client on stdio
+(`mcp serve`). Loading other MCP servers' tools is mcp_tools.py."""
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
-
-import typer
-from rich.markup import escape
-from rich.table import Table
-
-from app.cli import JsonOption, app, err, load_settings, out
-from app.mcp_tools import open_mcp_tools
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from langchain_core.tools import BaseTool
     from mcp.server.lowlevel import Server
 
 SERVER_NAME = "waypoint"
-
-mcp_app = typer.Typer(
-    help="Model Context Protocol: serve Waypoint's tools, or check an MCP config.",
-    no_args_is_help=True,
-)
-app.add_typer(mcp_app, name="mcp")
-
-McpConfigOption = Annotated[
-    Path,
-    typer.Option(
-        "--mcp-config", help='MCP servers as JSON: {"mcpServers": {"name": {"command": ...}}}.'
-    ),
-]
-
-
-@mcp_app.command("serve")
-def serve(
-    workspace: Annotated[
-        Path | None,
-        typer.Option("--workspace", help="Directory the file tools may use (env APP_WORKSPACE)."),
-    ] = None,
-) -> None:
-    """Serve Waypoint's tools over stdio to an MCP client (the client starts this command)."""
-    from tools import default_tools
-
-    settings = load_settings(workspace=workspace)
-    server = build_server(default_tools(settings.workspace))
-    if sys.stdin.isatty():
-        err.print(
-            "[dim]waiting for an MCP client on stdin; MCP clients start this command themselves[/dim]"
-        )
-    run_stdio_server(server)
 
 
 def build_server(tools: list[BaseTool]) -> Server:
@@ -137,36 +98,3 @@ def _version() -> str:
         return version("waypoint")
     except PackageNotFoundError:
         return "0"
-
-
-@mcp_app.command("list")
-def list_configured_tools(mcp_config: McpConfigOption, as_json: JsonOption = False) -> None:
-    """Start the servers of an MCP config and list their tools (a quick check of the config)."""
-    with open_mcp_tools(mcp_config) as tools:
-        rows = [
-            {
-                "server": tool.metadata["mcp_server"],
-                "name": tool.name,
-                "mcp_name": tool.metadata["mcp_tool"],
-                "trusted": tool.metadata["trusted"],
-                "description": tool.description,
-                "input_schema": tool.args_schema,
-            }
-            for tool in tools
-        ]
-    if as_json:
-        out.print_json(json.dumps(rows, ensure_ascii=False))
-        return
-    if not rows:
-        out.print("no MCP servers configured (or all are disabled)")
-        return
-    table = Table("server", "tool", "trusted", "arguments", "description")
-    for row in rows:
-        table.add_row(
-            escape(row["server"]),
-            escape(row["name"]),
-            "yes" if row["trusted"] else "no",
-            escape(", ".join(row["input_schema"].get("properties", {}))),
-            escape((row["description"].splitlines() or [""])[0][:80]),
-        )
-    out.print(table)

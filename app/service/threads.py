@@ -63,13 +63,27 @@ def checkpoint_time(checkpoint_id: str) -> str:
     return datetime.fromtimestamp(seconds, UTC).astimezone().isoformat(timespec="seconds")
 
 
+def thread_config(
+    thread_id: str, checkpoint_id: str | None = None, *, root: bool = False, **extra: object
+) -> dict:
+    """The config that names a thread (and a checkpoint of it): the one place it is written.
+    `extra` adds top-level keys (metadata, recursion_limit). A checkpoint, or `root`, goes with the
+    root namespace: LangGraph needs it to copy a thread's first checkpoint (it has no parent), and
+    a saver lists only that namespace's checkpoints with it."""
+    configurable = {"thread_id": thread_id}
+    if checkpoint_id is not None or root:
+        configurable["checkpoint_ns"] = ""
+    if checkpoint_id is not None:
+        configurable["checkpoint_id"] = checkpoint_id
+    return {"configurable": configurable, **extra}
+
+
 def load_state(graph: CompiledStateGraph, thread_id: str) -> StateSnapshot:
     """The thread's head state, or a clear error when a checkpoint cannot be trusted or decoded."""
     from graphs.state import unreadable_reason
 
-    config = {"configurable": {"thread_id": thread_id}}
     with reading(thread_id, "head"):
-        snapshot = graph.get_state(config)
+        snapshot = graph.get_state(thread_config(thread_id))
     reason = unreadable_reason(snapshot.values)
     if reason:
         raise unreadable(thread_id, snapshot.config["configurable"].get("checkpoint_id"), reason)

@@ -7,14 +7,13 @@ from prompt_toolkit.history import FileHistory
 from prompt_toolkit.key_binding import KeyBindings
 from rich.console import Console
 
-from app.approval_ui import ask_approval
-from app.chat import Approver, ChatSession, TurnInterrupted, new_thread_id
+from app.cli.approval_ui import ask_approval
+from app.cli.render import ConsoleRenderer
 from app.config import Settings
-from app.db import database_of
 from app.errors import AppError, UsageError
 from app.models.offline import OFFLINE_NOTICE
-from app.render import ConsoleRenderer
-from app.runtime import Runtime, open_runtime
+from app.service.runtime import Runtime, open_runtime
+from app.service.session import Approver, ChatSession, TurnInterrupted, new_thread_id
 
 HELP = """\
 Type a message and press Enter. Esc then Enter inserts a newline.
@@ -100,7 +99,7 @@ class Repl:
         debug: bool,
     ) -> None:
         self.runtime, self.session = runtime, session
-        self.settings, self.saver = runtime.settings, runtime.saver
+        self.settings = runtime.settings
         self.out, self.err = out, err
         self.show_updates, self.debug = show_updates, debug
         self.approver: Approver | None = None
@@ -177,37 +176,33 @@ class Repl:
             self.err.print(f"[red]error:[/red] {exc}")
 
     def _history(self) -> None:
-        from app.render_time import history_table
-        from app.timetravel import CheckpointIndex, turn_history
+        from app.cli.tables import history_table
+        from app.service import api
 
-        thread = self.session.thread_id
-        index = CheckpointIndex(database_of(self.saver), thread)
-        self.out.print(history_table(thread, turn_history(self.session.graph, index)))
+        found = api.history(self.runtime.database, self.session.thread_id)
+        self.out.print(history_table(self.session.thread_id, found.turns))
 
     def _threads(self) -> None:
-        from app.render_time import threads_table
-        from app.threads import list_threads
+        from app.cli.tables import threads_table
+        from app.service.threads import list_threads
 
-        self.out.print(threads_table(list_threads(database_of(self.saver))))
+        self.out.print(threads_table(list_threads(self.runtime.database)))
 
     def _new(self) -> None:
         self.session = self.runtime.session(new_thread_id())
         self.err.print(f"new thread [cyan]{self.session.thread_id}[/cyan]")
 
     def _rollback(self, *, turns: int | None, checkpoint: str | None) -> None:
-        from app.cli_time import OpenThread, do_rollback, print_rollback
-        from app.db import lock_thread
-        from app.timetravel import CheckpointIndex
+        from app.cli.reports import print_rollback
+        from app.service import api
 
         if turns is None and checkpoint is None:
             raise UsageError("usage: /rewind CHECKPOINT_ID (ids are in /history)")
-        thread = self.session.thread_id
-        with lock_thread(self.settings.database, thread):
-            opened = OpenThread(
-                self.settings,
-                self.saver,
-                self.session.graph,
-                CheckpointIndex(database_of(self.saver), thread),
-            )
-            report = do_rollback(opened, turns, checkpoint, keep_files=False, force=False)
-        print_rollback(report)
+        report = api.rollback(
+            self.runtime.database,
+            self.session.thread_id,
+            turns=turns,
+            checkpoint=checkpoint,
+            workspace=self.settings.workspace,
+        )
+        print_rollback(self.err, report)

@@ -14,9 +14,9 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StateSnapshot
 
 from app.db.base import CheckpointRecord, Database
-from app.errors import UsageError
-from app.threads import checkpoint_time, load_state, reading, unreadable
-from app.workspace_sync import WorkspaceReport, restore_workspace
+from app.errors import ConflictError, NotFoundError, ThreadNotFoundError, UsageError
+from app.service.threads import checkpoint_time, load_state, reading, thread_config, unreadable
+from app.service.workspace_sync import WorkspaceReport, restore_workspace
 from graphs.shared.messages import current_turn
 from graphs.state import unreadable_reason
 
@@ -57,7 +57,7 @@ class CheckpointIndex:
 
     def __init__(self, database: Database, thread_id: str) -> None:
         if not database.thread_exists(thread_id):
-            raise UsageError(f"thread {thread_id} does not exist; see `threads list`")
+            raise ThreadNotFoundError(thread_id)
         self.thread_id = thread_id
         writers = _writer_nodes(database, thread_id)
         records = database.checkpoint_records(thread_id)
@@ -85,7 +85,7 @@ class CheckpointIndex:
                 f"checkpoint {ref!r} is ambiguous in thread {self.thread_id} "
                 f"({len(matches)} match); give more characters"
             )
-        raise UsageError(
+        raise NotFoundError(
             f"checkpoint {ref!r} does not exist in thread {self.thread_id}; "
             f"list them with `history --thread {self.thread_id} --all`"
         )
@@ -169,9 +169,8 @@ def _writer_nodes(database: Database, thread_id: str) -> dict[str, str]:
 
 
 def state_at(graph: CompiledStateGraph, thread_id: str, checkpoint_id: str) -> StateSnapshot:
-    config = {"configurable": {"thread_id": thread_id, "checkpoint_id": checkpoint_id}}
     with reading(thread_id, checkpoint_id):
-        snapshot = graph.get_state(config)
+        snapshot = graph.get_state(thread_config(thread_id, checkpoint_id))
     reason = unreadable_reason(snapshot.values)
     if reason:
         raise unreadable(thread_id, checkpoint_id, reason)
@@ -242,7 +241,7 @@ class RollbackReport:
     pending: tuple[str, ...] = ()
 
 
-def rollback(
+def rollback_to(
     graph: CompiledStateGraph,
     index: CheckpointIndex,
     target: CheckpointRow,
@@ -257,19 +256,15 @@ def rollback(
     kept_turns = {r.turn for r in index.branch(target.checkpoint_id)}
     undone = _turns_after(index, kept_turns)
     graph.update_state(
-        {
-            # checkpoint_ns: LangGraph's copy of a thread's first checkpoint (no parent) needs it.
-            "configurable": {
-                "thread_id": thread_id,
-                "checkpoint_ns": "",
-                "checkpoint_id": target.checkpoint_id,
-            },
-            "metadata": {
+        thread_config(
+            thread_id,
+            target.checkpoint_id,
+            metadata={
                 "turn": target.turn,
                 "preview": target.preview,
                 "rollback_from": index.head.checkpoint_id,
             },
-        },
+        ),
         None,
         as_node="__copy__",
     )
@@ -291,7 +286,7 @@ def _turns_after(index: CheckpointIndex, kept_turns: set) -> list[tuple[int, str
     return sorted(seen.items())
 
 
-def fork(
+def fork_at(
     graph: CompiledStateGraph,
     index: CheckpointIndex,
     source: CheckpointRow,
@@ -303,18 +298,18 @@ def fork(
 ) -> WorkspaceReport:
     """A new thread whose state equals the source thread's state at `source`."""
     if database.thread_exists(new_thread_id):
-        raise UsageError(f"thread {new_thread_id} already exists; choose another --to")
+        raise ConflictError(f"thread {new_thread_id} already exists; choose another id to fork to")
     snapshot = state_at(graph, index.thread_id, source.checkpoint_id)
     values = {k: v for k, v in snapshot.values.items() if v is not None}
     graph.update_state(
-        {
-            "configurable": {"thread_id": new_thread_id},
-            "metadata": {
+        thread_config(
+            new_thread_id,
+            metadata={
                 "turn": source.turn,
                 "preview": source.preview,
                 "forked_from": {"thread": index.thread_id, "checkpoint": source.checkpoint_id},
             },
-        },
+        ),
         values,
         as_node="finalize",
     )
@@ -331,7 +326,7 @@ class StateDiff:
     counters: dict[str, tuple[object, object]]
 
     def as_dict(self) -> dict:
-        from app.render import message_dict
+        from app.service.events import message_dict
 
         return {
             "added": [message_dict(m) for m in self.added],

@@ -11,14 +11,14 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from app.cli import DbOption, JsonOption, app, err, load_settings, out
+from app.cli.io import Invocation, load_settings
+from app.cli.options import DbOption, JsonOption
 from app.errors import UsageError
 
-memory_app = typer.Typer(
+commands = typer.Typer(
     help="Long-term memory shared by every thread: saved facts and past experiences.",
     no_args_is_help=True,
 )
-app.add_typer(memory_app, name="memory")
 
 UserOption = Annotated[
     str | None, typer.Option("--user", "-u", help="Whose memory (default: the OS user).")
@@ -29,15 +29,17 @@ ExperiencesOption = Annotated[
 ]
 
 
-@memory_app.command("list")
+@commands.command("list")
 def memory_list(
+    ctx: typer.Context,
     user: UserOption = None,
     as_json: JsonOption = False,
     experiences: ExperiencesOption = False,
     db: DbOption = None,
 ) -> None:
     """List what is remembered for a user, newest first."""
-    from app.memory import open_memory
+    io: Invocation = ctx.obj
+    from app.service.memory import open_memory
 
     who = _user(user)
     kind = "experiences" if experiences else "memories"
@@ -45,15 +47,16 @@ def memory_list(
     with open_memory(settings) as memory:
         items = memory.list(who, kind=kind)
     if as_json:
-        _print_json(items)
+        _print_json(io, items)
     elif not items:
-        err.print(f"nothing remembered for {who} yet", markup=False)
+        io.err.print(f"nothing remembered for {who} yet", markup=False)
     else:
-        out.print(_table(items))
+        io.out.print(_table(items))
 
 
-@memory_app.command("search")
+@commands.command("search")
 def memory_search(
+    ctx: typer.Context,
     query: Annotated[str, typer.Argument(help="Words to look for, e.g. 'favourite colour'.")],
     user: UserOption = None,
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, max=100, help="At most N.")] = 10,
@@ -62,7 +65,8 @@ def memory_search(
     db: DbOption = None,
 ) -> None:
     """Search a user's memory, most relevant first (BM25 over the words of each entry)."""
-    from app.memory import open_memory
+    io: Invocation = ctx.obj
+    from app.service.memory import open_memory
 
     who = _user(user)
     if not query.strip():
@@ -71,15 +75,16 @@ def memory_search(
     with open_memory(settings) as memory:
         items = memory.search("experiences" if experiences else "memories", who, query, limit)
     if as_json:
-        _print_json(items)
+        _print_json(io, items)
     elif not items:
-        err.print(f"nothing remembered about {query[:80]!r} for {who}", markup=False)
+        io.err.print(f"nothing remembered about {query[:80]!r} for {who}", markup=False)
     else:
-        out.print(_table(items))
+        io.out.print(_table(items))
 
 
-@memory_app.command("forget")
+@commands.command("forget")
 def memory_forget(
+    ctx: typer.Context,
     key_or_query: Annotated[
         str,
         typer.Argument(help="A key from `memory list`, or words every entry to forget contains."),
@@ -90,7 +95,8 @@ def memory_forget(
     db: DbOption = None,
 ) -> None:
     """Forget the entry with this key, or every entry containing all of these words."""
-    from app.memory import open_memory
+    io: Invocation = ctx.obj
+    from app.service.memory import open_memory
 
     who = _user(user)
     if not key_or_query.strip():
@@ -106,15 +112,15 @@ def memory_forget(
         if not yes:
             if not sys.stdin.isatty():
                 raise UsageError("refusing to forget without confirmation; pass --yes")
-            err.print(_table(matches))
+            io.err.print(_table(matches))
             if not typer.confirm(f"Forget {_count(matches)}?", default=False):
                 raise typer.Exit(1)
         forgotten = memory.delete(kind, who, [item.key for item in matches])
-    err.print(f"forgot {_count(forgotten)} of {who}", markup=False)
+    io.err.print(f"forgot {_count(forgotten)} of {who}", markup=False)
 
 
 def _user(user: str | None) -> str:
-    from app.memory import default_user, validate_user
+    from app.service.memory import default_user, validate_user
 
     return default_user() if user is None else validate_user(user)
 
@@ -131,5 +137,5 @@ def _table(items: Sequence) -> Table:
     return table
 
 
-def _print_json(items: Sequence) -> None:
-    out.print_json(json.dumps([item.as_dict() for item in items], ensure_ascii=False))
+def _print_json(io: Invocation, items: Sequence) -> None:
+    io.out.print_json(json.dumps([item.as_dict() for item in items], ensure_ascii=False))

@@ -6,13 +6,17 @@ from typing import Annotated
 
 import typer
 
-from app.cli import DbOption, app, err, load_settings
+from app.cli.io import Invocation, load_settings
+from app.cli.options import DbOption
 from app.errors import ConfigError
 from app.server.hosts import WILDCARD_ADDRESSES, allowed_hosts
 
+commands = typer.Typer()
 
-@app.command()
+
+@commands.command()
 def serve(
+    ctx: typer.Context,
     host: Annotated[str, typer.Option("--host", help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[
         int, typer.Option("--port", min=0, max=65535, help="Port (0: pick a free one).")
@@ -45,6 +49,7 @@ def serve(
     ] = None,
 ) -> None:
     """Serve the HTTP API (LangGraph-server-shaped routes, SSE runs) and the web page at /."""
+    io: Invocation = ctx.obj
     try:
         import uvicorn
 
@@ -62,12 +67,12 @@ def serve(
         raise ConfigError(f"--host: {exc}") from None
     token = settings.api_token.get_secret_value() if settings.api_token else None
     if host not in {"127.0.0.1", "localhost", "::1"} and not token:
-        err.print(
+        io.err.print(
             f"[yellow]listening on {host} without APP_API_TOKEN: anyone who can reach it can "
             "run the agent[/yellow]"
         )
     if host in WILDCARD_ADDRESSES and not settings.allowed_hosts:
-        err.print(
+        io.err.print(
             f"[yellow]listening on {host}: only requests for localhost, 127.0.0.1 or [::1] are "
             "answered; name this machine with --allowed-host NAME[/yellow]"
         )

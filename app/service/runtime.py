@@ -16,7 +16,8 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from app.config import Settings
 
 if TYPE_CHECKING:
-    from app.chat import ChatSession
+    from app.db.base import Database
+    from app.service.session import ChatSession
     from graphs.state import AgentContext
     from tools.memory import MemoryStore
 
@@ -26,14 +27,18 @@ class Runtime:
     """What every turn of a process shares: open until the `open_runtime` block ends."""
 
     settings: Settings
-    saver: BaseCheckpointSaver
+    database: Database
     memory: MemoryStore
     user: str
     context: AgentContext
 
+    @property
+    def saver(self) -> BaseCheckpointSaver:
+        return self.database.saver
+
     def session(self, thread_id: str, strategy: str | None = None) -> ChatSession:
         """A thread's session (its own strategy's graph unless `strategy` overrides it)."""
-        from app.chat import ChatSession
+        from app.service.session import ChatSession
 
         return ChatSession(
             self.settings,
@@ -52,16 +57,16 @@ def open_runtime(
 ) -> Iterator[Runtime]:
     """Open the database, the memory and the MCP servers of `settings`, and build the run context
     with `approval` as its policy (default: the settings'); all closed when the block ends."""
-    from app.context import make_context
-    from app.mcp_tools import open_mcp_tools
-    from app.memory import memory_user, open_memory
-    from app.store import open_checkpointer
+    from app.db import open_database
+    from app.service.context import make_context
+    from app.service.mcp_tools import open_mcp_tools
+    from app.service.memory import memory_user, open_memory
     from tools import default_tools
 
     # the MCP tools' names must not shadow the built-in ones (only worth building them to know)
     builtin = {t.name for t in default_tools(settings.workspace)} if settings.mcp_config else set()
     with (
-        open_checkpointer(settings.database, settings.busy_timeout) as saver,
+        open_database(settings.database, settings.busy_timeout) as database,
         open_memory(settings) as memory,
         open_mcp_tools(settings.mcp_config, reserved_names=builtin) as extra_tools,
     ):
@@ -69,4 +74,4 @@ def open_runtime(
         context = make_context(
             settings, model, approval=approval, memory=memory, user=user, extra_tools=extra_tools
         )
-        yield Runtime(settings, saver, memory, user, context)
+        yield Runtime(settings, database, memory, user, context)

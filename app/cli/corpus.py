@@ -16,17 +16,17 @@ from rich.table import Table
 
 if TYPE_CHECKING:
     from app.config import Settings
-from app.cli import DbOption, JsonOption, app, load_settings, out
+from app.cli.io import Invocation, load_settings
+from app.cli.options import DbOption, JsonOption
+from app.cli.tables import human_bytes
 from app.errors import ConfigError, UsageError
-from app.render_time import human_bytes
 
 if TYPE_CHECKING:
     from tools.search import LocalIndex
 
-corpus_app = typer.Typer(
+commands = typer.Typer(
     help="The local document corpus that the web_search tool searches.", no_args_is_help=True
 )
-app.add_typer(corpus_app, name="corpus")
 
 MAX_SKIPS_SHOWN = 20
 ADD_HINT = "add documents with: python -m app corpus add PATH"
@@ -62,14 +62,16 @@ def _index(db: str | None) -> tuple[Settings, LocalIndex]:
     return settings, LocalIndex(corpus, busy_timeout=settings.busy_timeout)
 
 
-@corpus_app.command("add")
+@commands.command("add")
 def corpus_add(
+    ctx: typer.Context,
     paths: Annotated[
         list[Path], typer.Argument(help="Files or directories (.txt .md .rst .html), recursively.")
     ],
     db: DbOption = None,
 ) -> None:
     """Index documents; a file added again is updated if it changed and left alone if not."""
+    io: Invocation = ctx.obj
     missing = [str(p) for p in paths if not p.exists()]
     if missing:
         raise UsageError(f"no such file or directory: {', '.join(missing)}; nothing was added")
@@ -78,29 +80,30 @@ def corpus_add(
         report = index.add(paths)
     for outcome in [f for f in report.files if f.status != "skipped"]:
         detail = f" ({outcome.detail})" if outcome.detail else ""
-        out.print(f"{outcome.status:<9} {outcome.path}{detail}", markup=False, highlight=False)
+        io.out.print(f"{outcome.status:<9} {outcome.path}{detail}", markup=False, highlight=False)
     for outcome in report.skipped[:MAX_SKIPS_SHOWN]:
-        out.print(f"skipped   {outcome.path}: {outcome.detail}", markup=False, highlight=False)
+        io.out.print(f"skipped   {outcome.path}: {outcome.detail}", markup=False, highlight=False)
     if len(report.skipped) > MAX_SKIPS_SHOWN:
-        out.print(f"... and {len(report.skipped) - MAX_SKIPS_SHOWN} more skipped", markup=False)
-    out.print(
+        io.out.print(f"... and {len(report.skipped) - MAX_SKIPS_SHOWN} more skipped", markup=False)
+    io.out.print(
         f"{len(report.added)} added, {len(report.updated)} updated, "
         f"{len(report.unchanged)} unchanged, {len(report.skipped)} skipped",
         highlight=False,
     )
 
 
-@corpus_app.command("list")
-def corpus_list(db: DbOption = None, as_json: JsonOption = False) -> None:
+@commands.command("list")
+def corpus_list(ctx: typer.Context, db: DbOption = None, as_json: JsonOption = False) -> None:
     """List the documents: id, title, path, chunks, size, when added."""
+    io: Invocation = ctx.obj
     settings, index = _index(db)
     with _corpus_errors(settings):
         documents = index.list()
     if as_json:
-        out.print_json(json.dumps([asdict(d) for d in documents], ensure_ascii=False))
+        io.out.print_json(json.dumps([asdict(d) for d in documents], ensure_ascii=False))
         return
     if not documents:
-        out.print(f"the corpus is empty; {ADD_HINT}", markup=False)
+        io.out.print(f"the corpus is empty; {ADD_HINT}", markup=False)
         return
     table = Table("id", "title", "path", "chunks", "size", "added")
     for d in documents:
@@ -112,25 +115,28 @@ def corpus_list(db: DbOption = None, as_json: JsonOption = False) -> None:
             human_bytes(d.bytes),
             d.added_at,
         )
-    out.print(table)
+    io.out.print(table)
 
 
-@corpus_app.command("remove")
+@commands.command("remove")
 def corpus_remove(
+    ctx: typer.Context,
     path_or_id: Annotated[
         str, typer.Argument(help="A document id or path (a directory removes everything in it).")
     ],
     db: DbOption = None,
 ) -> None:
     """Remove documents from the corpus (the files themselves are left alone)."""
+    io: Invocation = ctx.obj
     settings, index = _index(db)
     with _corpus_errors(settings):
         removed = index.remove(path_or_id)
-    out.print(f"removed {removed} document{'s' if removed != 1 else ''}", highlight=False)
+    io.out.print(f"removed {removed} document{'s' if removed != 1 else ''}", highlight=False)
 
 
-@corpus_app.command("search")
+@commands.command("search")
 def corpus_search(
+    ctx: typer.Context,
     query: Annotated[str, typer.Argument(help="Words to look for.")],
     limit: Annotated[
         int, typer.Option("--limit", "-n", min=1, max=20, help="How many results (1-20).")
@@ -139,6 +145,7 @@ def corpus_search(
     as_json: JsonOption = False,
 ) -> None:
     """Search the corpus as the web_search tool does: best documents first, with snippets."""
+    io: Invocation = ctx.obj
     from tools.search import format_results, no_match_message
 
     if not query.strip():
@@ -147,7 +154,7 @@ def corpus_search(
     with _corpus_errors(settings):
         results = index.search(query, limit)
     if as_json:
-        out.print_json(json.dumps([asdict(r) for r in results], ensure_ascii=False))
+        io.out.print_json(json.dumps([asdict(r) for r in results], ensure_ascii=False))
         return
     text = format_results(results) if results else no_match_message(query)
-    out.print(text, markup=False, highlight=False)
+    io.out.print(text, markup=False, highlight=False)

@@ -15,7 +15,7 @@ from typing import Any
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StateSnapshot
 
-from app.threads import load_state
+from app.service.threads import load_state, thread_config
 
 CHECKPOINTS_MODE = "checkpoints"
 
@@ -32,7 +32,7 @@ class HeadCache:
 
     @property
     def config(self) -> dict:
-        return {"configurable": {"thread_id": self.thread_id}}
+        return thread_config(self.thread_id)
 
     def load(self) -> StateSnapshot:
         """The head: the remembered one when it is still current, else a full (checked) load."""

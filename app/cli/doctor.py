@@ -165,7 +165,7 @@ def _gist(reply: object) -> str:
 
 def check_window(settings: Settings) -> Check:
     """The model's context window as the endpoint reports it, and the budget Waypoint derives."""
-    from app.context import model_window
+    from app.service.context import model_window
     from graphs.shared.window import window_budget
 
     window = model_window(settings)

@@ -16,7 +16,7 @@ from typing import Any
 
 from langgraph.graph.state import CompiledStateGraph
 
-from app.head import CHECKPOINTS_MODE
+from app.service.head import CHECKPOINTS_MODE
 from graphs.shared.deadline import start_deadline, turn_seconds_left
 from graphs.state import AgentContext
 

@@ -1,5 +1,5 @@
 """Reflexion lessons in long-term memory: saved with the user's experiences after a turn, so the
-relevant ones reach the prompt of later threads the way past experiences do (app/memory.py)."""
+relevant ones reach the prompt of later threads the way past experiences do (app/service/memory.py)."""
 
 from __future__ import annotations
 

@@ -29,9 +29,9 @@ from langgraph.checkpoint.base import (
 from app.db.base import Database
 from app.db.strict import SHAPE_ERRORS, UnreadableCheckpointError
 from app.errors import UsageError
+from app.service.threads import load_state, reading, thread_config
+from app.service.transcript import render_markdown
 from app.store import validate_thread_id
-from app.threads import load_state, reading
-from app.transcript import render_markdown
 from graphs.react.graph import build_graph
 from graphs.state import unreadable_reason
 
@@ -78,7 +78,7 @@ def export_thread(database: Database, thread_id: str) -> dict:
     _require_thread(database, thread_id)
     saver = database.saver
     head = load_state(build_graph(saver), thread_id)
-    config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+    config = thread_config(thread_id, root=True)
     with reading(thread_id, "in history"):
         tuples = list(saver.list(config))[::-1]
     task_paths = _task_paths(database, thread_id)
@@ -232,11 +232,8 @@ def import_thread(database: Database, data: dict, thread_id: str) -> ImportRepor
 
 def _put_checkpoint(saver: BaseCheckpointSaver, thread_id: str, item: _Checkpoint) -> None:
     # `put` takes the parent from the config's checkpoint_id and the new id from checkpoint["id"].
-    configurable = {"thread_id": thread_id, "checkpoint_ns": ""}
-    if item.parent_id:
-        configurable["checkpoint_id"] = item.parent_id
     saved = saver.put(
-        {"configurable": configurable},
+        thread_config(thread_id, item.parent_id or None, root=True),
         item.checkpoint,
         item.metadata,
         item.checkpoint["channel_versions"],
@@ -259,7 +256,7 @@ def _verify_imported(saver: BaseCheckpointSaver, thread_id: str, checkpoint_ids:
     shape, such as a string written to `messages`, only when it reads it back)."""
     graph = build_graph(saver)
     for checkpoint_id in checkpoint_ids:
-        config = {"configurable": {"thread_id": thread_id, "checkpoint_id": checkpoint_id}}
+        config = thread_config(thread_id, checkpoint_id)
         try:
             reason = unreadable_reason(graph.get_state(config).values)
         except LOAD_ERRORS as exc:

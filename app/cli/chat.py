@@ -1,0 +1,211 @@
+"""`chat`: one message (-m, or piped stdin) or the interactive REPL."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from app.cli.io import Invocation, load_settings
+from app.cli.options import DbOption, StreamStyle
+from app.errors import AgentRunError, ExitStatus
+
+if TYPE_CHECKING:
+    from app.config import Settings
+
+commands = typer.Typer()
+
+
+@commands.command()
+def chat(
+    ctx: typer.Context,
+    thread: Annotated[
+        str | None, typer.Option("--thread", "-t", help="Thread id; a new one is made if omitted.")
+    ] = None,
+    message: Annotated[
+        str | None,
+        typer.Option(
+            "--message", "-m", help="Send one message and exit (stdin is used when piped)."
+        ),
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", help="offline | openai:<name> (env APP_MODEL).")
+    ] = None,
+    db: DbOption = None,
+    workspace: Annotated[
+        Path | None,
+        typer.Option("--workspace", help="Directory the file tools may use (env APP_WORKSPACE)."),
+    ] = None,
+    jsonl: Annotated[
+        bool, typer.Option("--jsonl", help="Print one JSON event per line on stdout.")
+    ] = False,
+    max_seconds: Annotated[
+        float | None,
+        typer.Option(
+            "--max-seconds",
+            min=0.1,
+            help="Wall-time budget per turn, model requests and retry waits included "
+            "(env APP_MAX_SECONDS).",
+        ),
+    ] = None,
+    max_tokens_per_turn: Annotated[
+        int | None,
+        typer.Option(
+            "--max-tokens-per-turn",
+            min=1,
+            help="Model-token budget per turn, where the endpoint reports usage.",
+        ),
+    ] = None,
+    tool_protocol: Annotated[
+        str | None,
+        typer.Option(
+            "--tool-protocol",
+            help="native (tool calling) | react (Thought/Action text) (env APP_TOOL_PROTOCOL).",
+        ),
+    ] = None,
+    approve: Annotated[
+        str | None,
+        typer.Option(
+            "--approve",
+            help="Risky tool calls: ask | auto | never (default: ask in the "
+            "REPL or on a terminal, never when piped) (env APP_APPROVE).",
+        ),
+    ] = None,
+    user: Annotated[
+        str | None,
+        typer.Option(
+            "--user", help="Whose long-term memory to use (default: the OS user; env APP_USER)."
+        ),
+    ] = None,
+    mcp_config: Annotated[
+        Path | None,
+        typer.Option(
+            "--mcp-config",
+            help="Load the tools of the MCP servers in this JSON file (env APP_MCP_CONFIG).",
+        ),
+    ] = None,
+    stream: Annotated[
+        StreamStyle,
+        typer.Option(
+            "--stream", help="tokens: live answer and tool cards; updates: every node's output."
+        ),
+    ] = StreamStyle.tokens,
+    strategy: Annotated[
+        str | None,
+        typer.Option(
+            "--strategy",
+            help="react | plan | reflexion | routed (env APP_STRATEGY); default: the thread's "
+            "own, react for a new thread. See `graph --strategy S`.",
+        ),
+    ] = None,
+    max_trials: Annotated[
+        int | None,
+        typer.Option(
+            "--max-trials", min=1, max=10, help="reflexion: attempts per turn (env APP_MAX_TRIALS)."
+        ),
+    ] = None,
+) -> None:
+    """Talk to the agent: an interactive REPL, or one message with -m / piped stdin."""
+    io: Invocation = ctx.obj
+    from app.service.session import new_thread_id
+    from app.store import validate_thread_id
+
+    if thread is not None:  # `--thread ''` is an invalid id, not "make a new thread"
+        validate_thread_id(thread)
+    settings = load_settings(
+        strategy=strategy,
+        max_trials=max_trials,
+        model=model,
+        db=db,
+        workspace=workspace,
+        max_seconds=max_seconds,
+        max_tokens_per_turn=max_tokens_per_turn,
+        tool_protocol=tool_protocol,
+        approve=approve,
+        user=user,
+        mcp_config=mcp_config,
+    )
+    thread_id = new_thread_id() if thread is None else thread
+    if message is None and not sys.stdin.isatty():
+        # The newline that ends piped text is not part of the message (nor of the thread title).
+        message = sys.stdin.buffer.read().decode("utf-8", "replace").rstrip()
+    if message is not None:
+        code = _one_shot(io, settings, thread_id, message, jsonl, stream, created=thread is None)
+        raise typer.Exit(code)
+    from app.cli.repl import run_repl
+
+    run_repl(
+        settings,
+        thread_id,
+        io.out,
+        io.err,
+        show_updates=stream is StreamStyle.updates,
+        debug=io.debug,
+    )
+
+
+def _one_shot(
+    io: Invocation,
+    settings: Settings,
+    thread_id: str,
+    message: str,
+    jsonl: bool,
+    stream: StreamStyle,
+    *,
+    created: bool,
+) -> int:
+    from app.cli.render import ConsoleRenderer, JsonlRenderer
+    from app.service.events import Notice
+    from app.service.runtime import open_runtime
+    from app.service.session import TurnInterrupted
+
+    renderer = (
+        JsonlRenderer(io.out, debug=io.debug)
+        if jsonl
+        else ConsoleRenderer(
+            io.out, io.err, show_updates=stream is StreamStyle.updates, debug=io.debug
+        )
+    )
+    policy, approver = _approval_for_one_shot(
+        io, settings, interactive=sys.stdin.isatty() and not jsonl
+    )
+    with open_runtime(settings, approval=policy) as runtime:
+        session = runtime.session(thread_id)
+        if created and not jsonl:
+            io.err.print(f"[dim]thread {thread_id}[/dim]")
+        if approver is None:
+            renderer.emit(Notice(f"approval policy: {policy} ({POLICY_MEANING[policy]})"))
+        try:
+            result = session.run_turn(message, renderer, approver)
+        except TurnInterrupted as exc:
+            io.err.print(f"[yellow]{exc}; what was shown is saved[/yellow]")
+            return ExitStatus.INTERRUPTED
+    if result.status == "failed":
+        raise AgentRunError(f"turn {result.turn} of thread {thread_id} failed")
+    return ExitStatus.OK
+
+
+POLICY_MEANING = {
+    "auto": "risky tool calls run without asking",
+    "never": "risky tool calls are refused; pass --approve auto to allow them",
+    "ask": "risky tool calls are shown for approval",
+}
+
+
+def _approval_for_one_shot(io: Invocation, settings: Settings, *, interactive: bool):  # type: ignore[no-untyped-def]
+    """The explicit policy of a one-shot turn, and who answers when it is `ask` (a terminal)."""
+    from app.cli.approval_ui import ask_approval
+
+    policy = settings.approve or ("ask" if interactive else "never")
+    if policy == "ask" and not interactive:
+        policy = "never"
+    if policy != "ask":
+        return policy, None
+    return policy, lambda calls: ask_approval(calls, lambda q, d: _read_line(io, q, d), io.err)
+
+
+def _read_line(io: Invocation, question: str, default: str) -> str:
+    io.err.print(question + (f"[{default}] " if default else ""), end="", markup=False)
+    return input().strip() or default

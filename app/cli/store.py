@@ -1,0 +1,100 @@
+"""`export` and `import`: a thread to and from a file (JSON, lossless; or Markdown)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from app.cli.io import Invocation, load_settings
+from app.cli.options import DbOption, ThreadOption
+from app.errors import UsageError
+
+commands = typer.Typer()
+
+
+class ExportFormat(StrEnum):
+    json = "json"
+    md = "md"
+
+
+@commands.command()
+def export(
+    ctx: typer.Context,
+    thread: ThreadOption,
+    format: Annotated[
+        ExportFormat, typer.Option("--format", "-f", help="json (lossless) or md.")
+    ] = ExportFormat.json,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write to FILE instead of stdout.")
+    ] = None,
+    db: DbOption = None,
+) -> None:
+    """Export a thread: every checkpoint and branch as JSON (re-importable), or a Markdown transcript."""
+    io: Invocation = ctx.obj
+    from app.db import open_database
+    from app.service import api
+
+    settings = load_settings(db=db)
+    with open_database(settings.database, settings.busy_timeout) as database:
+        if format is ExportFormat.md:
+            text = api.export_markdown(database, thread)
+        else:
+            exported = api.export_thread(database, thread)
+            text = json.dumps(exported, ensure_ascii=False, indent=1) + "\n"
+    if output is None:
+        sys.stdout.write(text)
+        return
+    write_atomically(output, text)
+    io.err.print(f"exported thread {thread} to {output} ({len(text.encode()):,} bytes)")
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write via a temporary file in the same directory, so a full disk never leaves half a file."""
+    if path.is_dir():
+        raise UsageError(f"{path} is a directory; give a file name with -o")
+    directory = path.parent if str(path.parent) else Path(".")
+    try:
+        fd, temporary = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror}") from exc
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except OSError as exc:
+        Path(temporary).unlink(missing_ok=True)
+        raise UsageError(f"cannot write {path}: {exc.strerror}; nothing was written") from exc
+
+
+@commands.command("import")
+def import_(
+    ctx: typer.Context,
+    file: Annotated[Path, typer.Argument(help="A JSON file made by `export`.")],
+    as_: Annotated[str | None, typer.Option("--as", help="Import under this thread id.")] = None,
+    db: DbOption = None,
+) -> None:
+    """Import a thread exported as JSON, under its own id or --as NEW; every checkpoint comes back."""
+    io: Invocation = ctx.obj
+    from app.db import open_database
+    from app.service import api
+    from app.service.archive import read_export_file
+
+    data = read_export_file(file)
+    thread = as_ or str(data.get("thread_id") or "")
+    settings = load_settings(db=db)
+    with open_database(settings.database, settings.busy_timeout) as database:
+        report = api.import_thread(database, data, thread)
+    io.err.print(
+        f"imported thread [bold]{report.thread_id}[/bold]: {report.checkpoints} checkpoints, "
+        f"{report.writes} writes; continue with: python -m app chat --thread {report.thread_id}"
+    )
+    io.out.print(report.thread_id, markup=False)

@@ -1,0 +1,134 @@
+"""`threads`: list the stored threads, and delete, prune or vacuum them."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated
+
+import typer
+
+from app.cli.io import Invocation, load_settings
+from app.cli.options import DbOption, JsonOption
+from app.errors import UsageError
+
+commands = typer.Typer(help="Inspect the threads stored in the database.", no_args_is_help=True)
+
+
+@commands.command("list")
+def threads_list(ctx: typer.Context, db: DbOption = None, as_json: JsonOption = False) -> None:
+    """List threads, newest first: id, title, turns, checkpoints, size, last update, interrupted."""
+    io: Invocation = ctx.obj
+    from app.cli.tables import threads_table
+    from app.db import open_database
+    from app.service.threads import list_threads
+
+    settings = load_settings(db=db)
+    with open_database(settings.database, settings.busy_timeout) as database:
+        threads = list_threads(database)
+    if as_json:
+        io.out.print_json(json.dumps([t.as_dict() for t in threads], ensure_ascii=False))
+        return
+    io.out.print(threads_table(threads))
+
+
+@commands.command("delete")
+def threads_delete(
+    ctx: typer.Context,
+    thread: Annotated[str, typer.Argument(help="The thread to delete.")],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    db: DbOption = None,
+) -> None:
+    """Delete a thread: every checkpoint and write (workspace files are left alone)."""
+    io: Invocation = ctx.obj
+    from app.db import open_database
+    from app.service import api
+
+    settings = load_settings(db=db)
+    with open_database(settings.database, settings.busy_timeout) as database:
+        api.checkpoints(database, thread)  # it exists (before asking)
+        _confirm(f"Delete thread {thread} and all its checkpoints?", yes)
+        report = api.delete_thread(database, thread)
+    io.err.print(
+        f"deleted thread {thread}: {report.checkpoints} checkpoints, {report.writes} writes "
+        f"({report.bytes_freed:,} bytes; run `threads vacuum` to shrink the file)"
+    )
+
+
+@commands.command("prune")
+def threads_prune(
+    ctx: typer.Context,
+    keep_last_turns: Annotated[
+        int | None,
+        typer.Option(
+            "--keep-last-turns", min=1, help="Keep each thread's last N turns (and what they need)."
+        ),
+    ] = None,
+    older_than: Annotated[
+        float | None,
+        typer.Option("--older-than", min=0, help="Delete whole threads not updated for DAYS days."),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Report what would go; delete nothing.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    db: DbOption = None,
+) -> None:
+    """Delete old checkpoints and writes that no kept checkpoint needs; every kept one still loads."""
+    io: Invocation = ctx.obj
+    from app.db import open_database
+    from app.service.maintenance import prune
+
+    settings = load_settings(db=db)
+    with open_database(settings.database, settings.busy_timeout) as database:
+        report = prune(
+            database,
+            keep_last_turns=keep_last_turns,
+            older_than_days=older_than,
+            dry_run=dry_run,
+        )
+    if as_json:
+        io.out.print_json(json.dumps(report.as_dict(), ensure_ascii=False, default=str))
+        return
+    verb = "would delete" if dry_run else "deleted"
+    for item in report.threads:
+        whole = " (whole thread)" if item.thread_deleted else ""
+        io.err.print(
+            f"{item.thread_id}: {verb} {item.checkpoints_deleted} checkpoints, "
+            f"{item.writes_deleted} writes{whole}",
+            markup=False,
+        )
+    for skipped in report.skipped:
+        io.err.print(f"{skipped.thread_id}: skipped, {skipped.reason}", markup=False)
+    io.err.print(
+        f"{verb} {report.checkpoints_deleted} checkpoints and {report.writes_deleted} writes in "
+        f"{len(report.threads)} of {report.threads_examined} threads (~{report.bytes_freed:,} bytes)"
+    )
+
+
+@commands.command("vacuum")
+def threads_vacuum(ctx: typer.Context, db: DbOption = None) -> None:
+    """SQLite: fold the WAL in and VACUUM the file. PostgreSQL: VACUUM the checkpoint tables."""
+    io: Invocation = ctx.obj
+    from app.db import open_database
+    from app.service.maintenance import vacuum
+
+    settings = load_settings(db=db)
+    with open_database(settings.database, settings.busy_timeout) as database:
+        report = vacuum(database)
+    io.err.print(
+        f"{settings.database.label}: {report.bytes_before:,} → {report.bytes_after:,} bytes "
+        f"({report.bytes_freed:,} freed)",
+        markup=False,
+    )
+    if report.note:
+        io.err.print(report.note, markup=False)
+
+
+def _confirm(question: str, yes: bool) -> None:
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise UsageError("refusing to delete without confirmation; pass --yes")
+    if not typer.confirm(question, default=False):
+        raise typer.Exit(1)

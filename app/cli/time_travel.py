@@ -1,0 +1,319 @@
+"""Time-travel commands: history, show, diff, rollback, replay, fork. Each calls one service
+(app/service/api.py), which locks what it writes, and renders what it returns."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from app.cli.io import Invocation, load_settings
+from app.cli.options import DbOption, JsonOption, ThreadOption
+from app.cli.reports import print_rollback
+from app.cli.tables import (
+    STRATEGY_FIELDS,
+    branch_tree,
+    checkpoints_table,
+    history_table,
+    strategy_lines,
+)
+from app.errors import AgentRunError, UsageError
+
+if TYPE_CHECKING:
+    from app.config import Settings
+    from app.db.base import Database
+    from app.service.timetravel import CheckpointIndex
+
+commands = typer.Typer()
+
+CheckpointOption = Annotated[
+    str | None, typer.Option("--checkpoint", "-c", help="Checkpoint id (or a unique part of it).")
+]
+KeepFilesOption = Annotated[
+    bool, typer.Option("--keep-files", help="Leave the workspace files as they are.")
+]
+WorkspaceOption = Annotated[
+    Path | None, typer.Option("--workspace", help="The workspace to restore.")
+]
+ForceOption = Annotated[
+    bool, typer.Option("--force", help="Overwrite workspace files changed outside Waypoint.")
+]
+
+
+DEFAULT_TURNS_SHOWN = 20
+
+
+@contextlib.contextmanager
+def opened(db: str | None, **overrides: object) -> Iterator[tuple[Settings, Database]]:
+    """The settings of a command and its open database."""
+    from app.db import open_database
+
+    settings = load_settings(db=db, **overrides)
+    with open_database(settings.database, settings.busy_timeout) as database:
+        yield settings, database
+
+
+@commands.command()
+def history(
+    ctx: typer.Context,
+    thread: ThreadOption,
+    db: DbOption = None,
+    limit: Annotated[
+        int | None,
+        typer.Option("--limit", min=1, help="Show at most N rows, newest first (turns: 20)."),
+    ] = None,
+    every: Annotated[
+        bool, typer.Option("--all", help="Every checkpoint, not one row per turn.")
+    ] = False,
+    tree: Annotated[
+        bool, typer.Option("--tree", help="The branches rollbacks and replays made.")
+    ] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Show a thread's turns (or checkpoints, or branch tree), newest first."""
+    io: Invocation = ctx.obj
+    from app.service import api
+
+    if tree or every:
+        with opened(db) as (_, database):
+            index = api.checkpoints(database, thread)
+        if tree:
+            io.out.print(branch_tree(index))
+        else:
+            _print_checkpoints(io, index, limit, as_json)
+        return
+    with opened(db) as (_, database):
+        found = api.history(database, thread, limit or DEFAULT_TURNS_SHOWN)
+    if found.total_turns > len(found.turns) and not as_json:
+        io.err.print(
+            f"[dim]showing the newest {len(found.turns)} of {found.total_turns} turns; "
+            "--limit N for more[/dim]"
+        )
+    if as_json:
+        io.out.print_json(json.dumps([t.as_dict() for t in found.turns], ensure_ascii=False))
+    else:
+        io.out.print(history_table(thread, found.turns))
+
+
+def _print_checkpoints(
+    io: Invocation, index: CheckpointIndex, limit: int | None, as_json: bool
+) -> None:
+    rows = index.rows[::-1][:limit]
+    on_branch = {r.checkpoint_id for r in index.branch()}
+    if as_json:
+        data = [r.as_dict() | {"on_branch": r.checkpoint_id in on_branch} for r in rows]
+        io.out.print_json(json.dumps(data, ensure_ascii=False))
+    else:
+        io.out.print(checkpoints_table(index.thread_id, rows, index.head.checkpoint_id, on_branch))
+
+
+@commands.command()
+def show(
+    ctx: typer.Context,
+    thread: ThreadOption,
+    checkpoint: CheckpointOption = None,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """The full state at a checkpoint (default: the head), messages rendered like the chat."""
+    io: Invocation = ctx.obj
+    from app.cli.render import print_messages
+    from app.service import api
+    from app.service.events import message_dict
+
+    with opened(db) as (_, database):
+        found = api.checkpoint_state(database, thread, checkpoint)
+    row, snapshot, values = found.row, found.snapshot, found.snapshot.values
+    counters = {
+        k: values.get(k) for k in ("turn", "iteration", "retry_count", "status", "last_error")
+    }
+    strategy = {k: values[k] for k in STRATEGY_FIELDS if values.get(k) not in (None, [], 0)}
+    if as_json:
+        data = {
+            "thread_id": thread,
+            "checkpoint": row.as_dict(),
+            "next": list(snapshot.next),
+            **counters,
+            **strategy,
+            "messages": [message_dict(m) for m in values.get("messages", [])],
+        }
+        io.out.print_json(json.dumps(data, ensure_ascii=False, default=str))
+        return
+    io.err.print(
+        f"[bold]thread {thread}[/bold] at {row.checkpoint_id} (step {row.step}, "
+        f"{row.created_at}){' — head' if found.is_head else ''}"
+    )
+    io.err.print(
+        " · ".join(f"{k}={v}" for k, v in counters.items() if v is not None)
+        + (f" · next={','.join(snapshot.next)}" if snapshot.next else ""),
+        markup=False,
+    )
+    for line in strategy_lines(strategy):
+        io.err.print(line, markup=False)
+    print_messages(io.out, values.get("messages", []))
+
+
+@commands.command()
+def diff(
+    ctx: typer.Context,
+    thread: ThreadOption,
+    before: Annotated[str, typer.Argument(help="The earlier checkpoint id.")],
+    after: Annotated[str, typer.Argument(help="The later checkpoint id.")],
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """What changed between two checkpoints: messages added or removed, counters."""
+    io: Invocation = ctx.obj
+    from app.cli.render import print_messages
+    from app.service import api
+
+    with opened(db) as (_, database):
+        found = api.diff(database, thread, before, after)
+    changes = found.changes
+    if as_json:
+        io.out.print_json(json.dumps(changes.as_dict(), ensure_ascii=False, default=str))
+        return
+    io.out.print(f"[bold]{found.before.checkpoint_id} → {found.after.checkpoint_id}[/bold]")
+    for key, (old, new) in changes.counters.items():
+        io.out.print(f"  {key}: {old} → {new}", markup=False)
+    io.out.print(f"[green]+ {len(changes.added)} message(s) added[/green]")
+    print_messages(io.out, changes.added)
+    io.out.print(f"[red]- {len(changes.removed)} message(s) removed[/red]")
+    print_messages(io.out, changes.removed)
+
+
+@commands.command()
+def rollback(
+    ctx: typer.Context,
+    thread: ThreadOption,
+    turns: Annotated[
+        int | None, typer.Option("--turns", "-n", min=1, help="Undo the last N turns.")
+    ] = None,
+    checkpoint: CheckpointOption = None,
+    db: DbOption = None,
+    workspace: WorkspaceOption = None,
+    keep_files: KeepFilesOption = False,
+    force: ForceOption = False,
+) -> None:
+    """Make an earlier checkpoint the head again; nothing is deleted, so it can be undone too."""
+    io: Invocation = ctx.obj
+    from app.service import api
+
+    with opened(db, workspace=workspace) as (settings, database):
+        report = api.rollback(
+            database,
+            thread,
+            turns=turns,
+            checkpoint=checkpoint,
+            workspace=None if keep_files else settings.workspace,
+            force=force,
+        )
+    print_rollback(io.err, report)
+
+
+@commands.command()
+def replay(
+    ctx: typer.Context,
+    thread: ThreadOption,
+    checkpoint: Annotated[str, typer.Option("--checkpoint", "-c", help="Where to re-run from.")],
+    model: Annotated[str | None, typer.Option("--model", help="offline | openai:<name>.")] = None,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Re-run tools with side effects without asking.")
+    ] = False,
+    db: DbOption = None,
+    workspace: WorkspaceOption = None,
+    keep_files: KeepFilesOption = False,
+    force: ForceOption = False,
+    jsonl: Annotated[
+        bool, typer.Option("--jsonl", help="One JSON event per line on stdout.")
+    ] = False,
+) -> None:
+    """Re-execute the graph from a checkpoint on a new branch, streaming like `chat`."""
+    io: Invocation = ctx.obj
+    from app.cli.render import ConsoleRenderer, JsonlRenderer
+    from app.service import api
+    from app.service.runtime import open_runtime
+    from app.service.session import TurnInterrupted
+
+    with opened(db, model=model, workspace=workspace) as (settings, database):
+        start = api.prepare_replay(
+            database,
+            thread,
+            checkpoint,
+            workspace=None if keep_files else settings.workspace,
+            force=force,
+        )
+    for line in start.workspace.lines():
+        io.err.print(f"workspace: {line}", markup=False)
+    renderer = (
+        JsonlRenderer(io.out, debug=io.debug)
+        if jsonl
+        else ConsoleRenderer(io.out, io.err, debug=io.debug)
+    )
+    with open_runtime(settings) as runtime:
+        try:
+            session = runtime.session(thread)
+            result = session.replay(
+                start.row.checkpoint_id, renderer, _approver(io, yes), start.spared
+            )
+        except TurnInterrupted as exc:
+            io.err.print(f"[yellow]{exc}; what was shown is saved[/yellow]")
+            raise typer.Exit(130) from None
+    if result.status == "failed":
+        raise AgentRunError(f"the replay of thread {thread} failed")
+
+
+def _approver(io: Invocation, yes: bool):  # type: ignore[no-untyped-def]
+    def approve(calls: list) -> bool:
+        described = "; ".join(
+            f"{c['name']} {json.dumps(c['args'], ensure_ascii=False)[:120]}" for c in calls
+        )
+        if yes:
+            io.err.print(f"re-running (--yes): {described}", markup=False)
+            return True
+        if not sys.stdin.isatty():
+            raise UsageError(
+                f"the replay would re-run tools with side effects ({described}); "
+                "pass --yes to allow it"
+            )
+        return typer.confirm(f"The replay will re-run {described}. Continue?", default=False)
+
+    return approve
+
+
+@commands.command()
+def fork(
+    ctx: typer.Context,
+    thread: ThreadOption,
+    to: Annotated[str, typer.Option("--to", help="The new thread's id.")],
+    checkpoint: CheckpointOption = None,
+    db: DbOption = None,
+    workspace: WorkspaceOption = None,
+    keep_files: KeepFilesOption = False,
+    force: ForceOption = False,
+) -> None:
+    """Copy a thread's state at a checkpoint (default: the head) into a new thread."""
+    io: Invocation = ctx.obj
+    from app.service import api
+
+    with opened(db, workspace=workspace) as (settings, database):
+        report = api.fork(
+            database,
+            thread,
+            to,
+            checkpoint=checkpoint,
+            workspace=None if keep_files else settings.workspace,
+            force=force,
+        )
+    row = report.source
+    io.err.print(
+        f"forked {thread} at {row.checkpoint_id} (turn {row.turn}) into [bold]{to}[/bold]; "
+        f"continue with: python -m app chat --thread {to}"
+    )
+    for line in report.workspace.lines():
+        io.err.print(f"  workspace: {line}", markup=False)

@@ -1,0 +1,59 @@
+"""Approving risky tool calls: a run pauses (LangGraph `interrupt`) with the calls to approve, and
+is resumed with a decision per call, from the person asked (`Approver`) or by the policy."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from langgraph.types import Command, StateSnapshot
+
+from app.service.events import Notice
+from app.service.recovery import pending_approval
+from app.service.run import TurnRun
+
+# Given the risky calls awaiting approval ({id, name, args, reason}), return {call id: decision}
+# with decision {"action": "approve" | "reject" | "edit", "args": {...} (edit), "note": "..."}.
+Approver = Callable[[list[dict]], dict[str, dict]]
+
+
+def by_policy(calls: list[dict], policy: str) -> dict[str, dict]:
+    """The decisions when nobody is asked: `auto` approves, anything else rejects."""
+    action = "approve" if policy == "auto" else "reject"
+    note = f"the approval policy is '{policy}' and nobody was asked"
+    return {call["id"]: {"action": action, "note": note} for call in calls}
+
+
+def answer_approvals(
+    run: TurnRun, approver: Approver | None, *, just_ran: bool = False
+) -> StateSnapshot:
+    """Answer every approval the run pauses for; returns the head once nothing is pending.
+    `just_ran`: the run was driven right before, so its streamed head can be used."""
+    head_cache = run.thread.head
+    while True:
+        head = head_cache.after_run(run.metadata) if just_ran else head_cache.load()
+        calls = pending_approval(head)
+        if not calls:
+            return head
+        decisions = approver(calls) if approver else by_policy(calls, run.context.approval)
+        run.drive(Command(resume=decisions))
+        just_ran = True
+
+
+def settle_before_turn(
+    run: TurnRun, approver: Approver | None, head: StateSnapshot
+) -> StateSnapshot:
+    """A new message on a thread paused for approval: answer the pause first (ask, or by policy),
+    under the paused turn's own number and metadata."""
+    calls = pending_approval(head)
+    if not calls:
+        return head
+    if approver is None:
+        policy = run.context.approval
+        verdict = "approved" if policy == "auto" else "rejected"
+        run.sink.emit(
+            Notice(
+                f"a pending approval of {len(calls)} call(s) was {verdict} by the "
+                f"approval policy '{policy}'"
+            )
+        )
+    return answer_approvals(run, approver)

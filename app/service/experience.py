@@ -1,0 +1,53 @@
+"""Experience memory around a turn: the few most relevant past experiences go with the user's
+message (turn notes), and each finished turn is recorded, with its reflexion lessons."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from langgraph.types import StateSnapshot
+
+from app.service.lessons import record_lessons
+from app.service.memory import (
+    experience_prompt,
+    record_experience,
+    relevant_experiences,
+    tools_used_in_turn,
+)
+from app.service.run import TurnResult
+from graphs.state import AgentContext
+from tools.memory import MemoryStore
+
+
+def with_experience(
+    context: AgentContext, memory: MemoryStore | None, user: str, thread_id: str, request: str
+) -> AgentContext:
+    """The run context for a turn on `request`: the system prompt stays the same for every turn;
+    the experiences ride with the message."""
+    if memory is None:
+        return context
+    block = experience_prompt(relevant_experiences(memory, user, request, exclude_thread=thread_id))
+    return dataclasses.replace(context, turn_notes=block) if block else context
+
+
+def remember_turn(
+    memory: MemoryStore | None, user: str, request: str, result: TurnResult, end: StateSnapshot
+) -> None:
+    """Record the finished turn (and its lessons) as experience for later threads."""
+    if memory is None:
+        return
+    values = end.values
+    record_lessons(
+        memory, user, result.thread_id, result.turn, request, values.get("lessons") or []
+    )
+    record_experience(
+        memory,
+        user,
+        result.thread_id,
+        result.turn,
+        request,
+        tools_used_in_turn(values.get("messages", [])),
+        result.status,
+        result.answer,
+        judged_wrong=(values.get("verdict") or {}).get("success") is False,
+    )

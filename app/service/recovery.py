@@ -1,0 +1,87 @@
+"""Crash recovery: a run stopped by Ctrl-C, a cancel, a crash or a kill leaves a consistent thread.
+
+Whatever stopped it, the unfinished step is closed as if `finalize` ran (its only edge is to END, so
+no step stays pending): the tool calls left open are answered "cancelled", and what the user already
+saw of the answer is kept. The turn's metadata goes with the close, so history files it there."""
+
+from __future__ import annotations
+
+from langchain_core.messages import AIMessage, BaseMessage
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import StateSnapshot
+
+from app.service.events import EventSink, Notice
+from app.service.threads import load_state, thread_config
+from graphs.shared.messages import cancelled_results, dangling_tool_calls, new_message_id
+
+TURN_KEYS = ("turn", "preview")
+
+
+def turn_metadata(snapshot: StateSnapshot, *extra: str) -> dict:
+    """The turn's own metadata of a checkpoint (its number, preview, and `extra` keys)."""
+    keys = {*TURN_KEYS, *extra}
+    return {k: v for k, v in (snapshot.metadata or {}).items() if k in keys}
+
+
+def pending_approval(state: StateSnapshot) -> list[dict]:
+    """The risky calls a paused turn is waiting to have approved (survives restarts)."""
+    for task in state.tasks:
+        for pending in task.interrupts:
+            value = pending.value
+            if isinstance(value, dict) and value.get("type") == "approval":
+                return list(value.get("calls", []))
+    return []
+
+
+def repair_interrupted(
+    graph: CompiledStateGraph, thread_id: str, sink: EventSink, head: StateSnapshot | None = None
+) -> StateSnapshot:
+    """A run stopped by a crash or kill left pending steps: close them before the next turn.
+    Returns the (possibly new) head."""
+    state = head or load_state(graph, thread_id)
+    if pending_approval(state):
+        return state  # a paused turn is answered, not repaired
+    dangling = dangling_tool_calls(state.values.get("messages", []))
+    if not state.next and not dangling:
+        return state
+    close(graph, thread_id, cancelled_results(dangling, "the previous run was interrupted"))
+    sink.emit(
+        Notice(
+            f"the previous turn of {thread_id} was interrupted; "
+            f"{len(dangling)} unfinished tool call(s) were marked cancelled"
+        )
+    )
+    return load_state(graph, thread_id)
+
+
+def close_interrupted(graph: CompiledStateGraph, thread_id: str, partial: str) -> None:
+    """Close a run the user just stopped, keeping the `partial` answer they saw."""
+    # get_state shows what the stopped step finished (its pending writes); update_state does
+    # not apply them, so those messages are written again with the close.
+    messages = graph.get_state(thread_config(thread_id)).values.get("messages", [])
+    closing = [
+        *_finished_but_uncommitted(graph, thread_id),
+        *cancelled_results(dangling_tool_calls(messages), "interrupted by the user"),
+    ]
+    if partial.strip():
+        closing.append(AIMessage(content=f"{partial} […interrupted]", id=new_message_id("ai")))
+    close(graph, thread_id, closing)
+
+
+def _finished_but_uncommitted(graph: CompiledStateGraph, thread_id: str) -> list[BaseMessage]:
+    """Messages that tasks of the stopped step wrote before it could be checkpointed."""
+    saved = graph.checkpointer.get_tuple(thread_config(thread_id))
+    writes = saved.pending_writes if saved is not None else []
+    values = [value for _, channel, value in writes or [] if channel == "messages"]
+    flat = [m for value in values for m in (value if isinstance(value, list) else [value])]
+    return [m for m in flat if isinstance(m, BaseMessage)]
+
+
+def close(graph: CompiledStateGraph, thread_id: str, messages: list) -> None:
+    """Written as if `finalize` ran, under the interrupted turn's metadata."""
+    head = graph.get_state(thread_config(thread_id))
+    graph.update_state(
+        thread_config(thread_id, metadata={**turn_metadata(head), "closed": "interrupted"}),
+        {"messages": messages, "status": "cancelled"},
+        as_node="finalize",
+    )

@@ -1,0 +1,110 @@
+"""One run of a thread's graph, with the values of its turn passed down (never kept on a session):
+the run context, where its events go, its turn number and config. `drive` streams it from a worker
+thread (Ctrl-C reaches the user at once) and closes the turn cleanly when it is stopped."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.messages import AIMessage
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import StateSnapshot
+
+from app.service.events import EventSink, TurnEnd, from_stream
+from app.service.head import CHECKPOINTS_MODE, HeadCache
+from app.service.recovery import close_interrupted
+from app.service.threads import load_state, thread_config
+from app.service.worker import RunCancelled, sigint_ignored, stream_in_worker
+from graphs.react.graph import recursion_limit
+from graphs.state import AgentContext
+
+
+class TurnInterrupted(Exception):
+    """Raised after Ctrl-C stopped a turn; what was shown is saved and the thread is consistent."""
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    thread_id: str
+    turn: int
+    status: str
+    answer: str
+
+
+@dataclass(frozen=True)
+class ThreadGraph:
+    """A thread on its strategy's compiled graph, with the head this process last saw of it and
+    the event that stops its running turn (set by Ctrl-C's stand-in, the server's cancel route)."""
+
+    graph: CompiledStateGraph
+    thread_id: str
+    head: HeadCache
+    stop: threading.Event
+
+
+@dataclass(frozen=True)
+class TurnRun:
+    """The run of one turn (or its continuation: approvals, a replay) on a thread."""
+
+    thread: ThreadGraph
+    context: AgentContext
+    sink: EventSink
+    turn: int
+    metadata: dict
+
+    @property
+    def config(self) -> dict:
+        return self.from_checkpoint(None)
+
+    def from_checkpoint(self, checkpoint_id: str | None) -> dict:
+        """The run's config, starting at an earlier checkpoint (a replay's first drive) or, with
+        None, at the head."""
+        return thread_config(
+            self.thread.thread_id,
+            checkpoint_id,
+            metadata=self.metadata,
+            recursion_limit=recursion_limit(self.context),
+        )
+
+    def with_context(self, context: AgentContext) -> TurnRun:
+        return dataclasses.replace(self, context=context)
+
+    def drive(self, graph_input: Any, config: dict | None = None, **options: Any) -> None:
+        """Run the graph to its next pause or end, every event to the sink."""
+        thread = self.thread
+        thread.head.run_started()
+        stream = stream_in_worker(
+            thread.graph,
+            graph_input,
+            config or self.config,
+            self.context,
+            f"turn-{thread.thread_id}",
+            stop=thread.stop,
+            **options,
+        )
+        try:
+            for mode, payload in stream:
+                thread.head.observe(mode, payload)
+                if mode != CHECKPOINTS_MODE:
+                    for event in from_stream(mode, payload):
+                        self.sink.emit(event)
+        except (KeyboardInterrupt, RunCancelled):
+            with sigint_ignored():
+                close_interrupted(thread.graph, thread.thread_id, self.sink.partial_answer())
+            raise TurnInterrupted(
+                f"turn {self.turn} of thread {thread.thread_id} was interrupted"
+            ) from None
+
+    def finish(self, head: StateSnapshot | None = None) -> TurnResult:
+        """The turn's result (from `head`, else the stored head), told to the sink."""
+        values = (head or load_state(self.thread.graph, self.thread.thread_id)).values
+        last = values["messages"][-1] if values.get("messages") else None
+        answer = str(last.content) if isinstance(last, AIMessage) else ""
+        result = TurnResult(
+            self.thread.thread_id, self.turn, values.get("status") or "answered", answer
+        )
+        self.sink.emit(TurnEnd(result.thread_id, result.turn, result.status, result.answer))
+        return result

@@ -1,0 +1,205 @@
+"""A thread's session: the service that runs its turns. Every write holds the thread's lock,
+taken before anything is read, and leaves a consistent head.
+
+The concerns live next door: the run of one turn and its result (run.py), approvals
+(approvals.py), crash and Ctrl-C recovery (recovery.py), replay (replay.py), `/compact`
+(compaction.py) and experience memory (experience.py). Values of one turn are passed down in a
+`TurnRun`; the session keeps only what every turn of the thread shares."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import uuid
+from collections.abc import Collection
+from datetime import datetime
+
+from langchain_core.messages import HumanMessage
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.types import StateSnapshot
+
+from app.config import Settings
+from app.db import lock_thread
+from app.errors import UsageError
+from app.service.approvals import Approver, answer_approvals, settle_before_turn
+from app.service.compaction import compact
+from app.service.events import EventSink, Notice
+from app.service.experience import remember_turn, with_experience
+from app.service.head import HeadCache
+from app.service.recovery import pending_approval, repair_interrupted, turn_metadata
+from app.service.replay import ReplayConfirm, nothing_to_rerun, replay_from
+from app.service.run import ThreadGraph, TurnInterrupted, TurnResult, TurnRun
+from app.service.threads import load_state, thread_config
+from app.store import validate_thread_id
+from graphs.shared.messages import dangling_tool_calls, new_message_id
+from graphs.state import AgentContext
+from graphs.strategies import get_strategy, stored_strategy, strategy_turn_input
+from tools.file_tools import sparing
+from tools.memory import MemoryStore
+
+__all__ = ["Approver", "ChatSession", "ReplayConfirm", "TurnInterrupted", "TurnResult"]
+
+PREVIEW_CHARS = 80
+
+
+def new_thread_id() -> str:
+    return f"{datetime.now():%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:4]}"
+
+
+def clean_input(text: str, max_chars: int) -> str:
+    """Decode-safe, non-empty and within the size cap, or a UsageError that says what to do."""
+    text = text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    if not text.strip():
+        raise UsageError("the message is empty; type something, or /exit to leave")
+    if len(text) > max_chars:
+        raise UsageError(
+            f"the message is {len(text):,} characters; the limit is {max_chars:,} "
+            "(raise it with APP_MAX_INPUT_CHARS, or put the text in a workspace file and refer to it)"
+        )
+    return text
+
+
+class ChatSession:
+    """Runs turns on one thread of one strategy's graph."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        saver: BaseCheckpointSaver,
+        thread_id: str,
+        context: AgentContext,
+        memory: MemoryStore | None = None,
+        user: str = "default",
+        strategy: str | None = None,
+    ) -> None:
+        """`strategy` (or a configured one): the graph to run; None continues the thread's own
+        (new threads: react)."""
+        self.settings = settings
+        self.thread_id = validate_thread_id(thread_id)
+        self.context = context
+        self.memory, self.user = memory, user
+        strategy = strategy or settings.chosen_strategy
+        stored = stored_strategy(saver, self.thread_id)
+        self.strategy = get_strategy(strategy or stored or settings.strategy)
+        self.strategy_notice = (
+            f"thread {self.thread_id} ran with --strategy {stored}; this turn uses {strategy}"
+            if strategy and stored and strategy != stored
+            else ""
+        )
+        self.graph = self.strategy.build(saver)
+        self.head = HeadCache(self.graph, self.thread_id)
+        # Set from another thread (the HTTP server's cancel route) to stop the running turn the
+        # way Ctrl-C does, once the step in progress has finished.
+        self.stop = threading.Event()
+
+    @property
+    def config(self) -> dict:
+        """The config that names this thread (its head)."""
+        return thread_config(self.thread_id)
+
+    @property
+    def thread(self) -> ThreadGraph:
+        return ThreadGraph(self.graph, self.thread_id, self.head, self.stop)
+
+    def _run(
+        self, sink: EventSink, turn: int, metadata: dict, context: AgentContext | None = None
+    ) -> TurnRun:
+        return TurnRun(self.thread, context or self.context, sink, turn, metadata)
+
+    def _locked(self):  # type: ignore[no-untyped-def]
+        return lock_thread(self.settings.database, self.thread_id)
+
+    def turns(self) -> int:
+        return self.head.load().values.get("turn", 0)
+
+    def run_turn(self, text: str, sink: EventSink, approver: Approver | None = None) -> TurnResult:
+        """One user turn. Risky tool calls go to `approver` when the policy is `ask`."""
+        text = clean_input(text, self.settings.max_input_chars)
+        with self._locked():
+            # With DeltaChannel every full load of the head rebuilds the messages, which is what a
+            # long thread makes expensive: the head cache skips the loads this process can.
+            head = self._settle(sink, approver, self.head.load())
+            head = repair_interrupted(self.graph, self.thread_id, sink, head)
+            turn = head.values.get("turn", 0) + 1
+            message = HumanMessage(content=text, id=new_message_id("human"))
+            context = with_experience(self.context, self.memory, self.user, self.thread_id, text)
+            run = self._run(sink, turn, {"turn": turn, "preview": text[:PREVIEW_CHARS]}, context)
+            if self.strategy_notice:
+                sink.emit(Notice(self.strategy_notice))
+                self.strategy_notice = ""
+            run.drive(strategy_turn_input(self.strategy, message, turn))
+            end = answer_approvals(run, approver, just_ran=True)
+            result = run.finish(end)
+            remember_turn(self.memory, self.user, text, result, end)
+            return result
+
+    def _settle(
+        self, sink: EventSink, approver: Approver | None, head: StateSnapshot
+    ) -> StateSnapshot:
+        if not pending_approval(head):
+            return head
+        run = self._run(sink, head.values.get("turn", 0), turn_metadata(head))
+        return settle_before_turn(run, approver, head)
+
+    def pending_approval(self, state: StateSnapshot | None = None) -> list[dict]:
+        """The risky calls a paused turn is waiting to have approved (survives restarts)."""
+        return pending_approval(state or load_state(self.graph, self.thread_id))
+
+    def answer_pending_approval(self, sink: EventSink, approver: Approver) -> TurnResult | None:
+        """Show a pending approval again (e.g. after a restart) and continue the turn it paused."""
+        with self._locked():
+            state = load_state(self.graph, self.thread_id)
+            if not pending_approval(state):
+                return None
+            run = self._run(sink, state.values.get("turn", 0), turn_metadata(state))
+            answer_approvals(run, approver)
+            return run.finish()
+
+    def replay(
+        self,
+        checkpoint_id: str,
+        sink: EventSink,
+        approve: ReplayConfirm,
+        spared: Collection[str] = (),
+    ) -> TurnResult:
+        """Re-execute the graph from a checkpoint: a new branch whose model and tools run again.
+        Before tools with side effects run again, `approve` decides. Files in `spared` (changed
+        outside Waypoint) are never written by the replayed calls."""
+        context = dataclasses.replace(self.context, tools=sparing(self.context.tools, spared))
+        with self._locked():
+            start = self.graph.get_state(thread_config(self.thread_id, checkpoint_id))
+            if not start.next:
+                raise nothing_to_rerun(self.thread_id, checkpoint_id)
+            turn = (start.metadata or {}).get("turn") or start.values.get("turn", 0)
+            metadata = {**turn_metadata(start), "replay_of": checkpoint_id}
+            run = self._run(sink, turn, metadata, context)
+            replay_from(run, self.strategy, checkpoint_id, approve)
+            return run.finish()
+
+    def pending_step(self) -> str | None:
+        """What an interrupted run left unfinished (its next node and open tool calls), if anything."""
+        state = load_state(self.graph, self.thread_id)
+        dangling = dangling_tool_calls(state.values.get("messages", []))
+        if (not state.next and not dangling) or pending_approval(state):
+            return None
+        names = ", ".join(c["name"] for c in dangling)
+        return f"next step: {', '.join(state.next) or 'none'}" + (
+            f"; open tool calls: {names}" if names else ""
+        )
+
+    def resume(self, sink: EventSink) -> TurnResult:
+        """Run the unfinished step of an interrupted turn again (at-least-once for its tools)."""
+        with self._locked():
+            state = load_state(self.graph, self.thread_id)
+            run = self._run(sink, state.values.get("turn", 0), turn_metadata(state))
+            run.drive(None)
+            return run.finish()
+
+    def discard(self, sink: EventSink) -> None:
+        with self._locked():
+            repair_interrupted(self.graph, self.thread_id, sink)
+
+    def compact(self, sink: EventSink) -> int:
+        """Replace older turns with a summary now (REPL /compact); returns the messages replaced."""
+        with self._locked():
+            return compact(self.thread, self.context, sink)
