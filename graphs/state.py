@@ -69,6 +69,9 @@ class AgentState(TypedDict):
     tokens_used: NotRequired[int]
     budget_exhausted: NotRequired[Budget | None]
     strategy: NotRequired[str]  # the strategy that ran the last turn (graphs/strategies.py)
+    # The id of the user message that began the current turn: `begin_turn` starts a turn (resets the
+    # counters above) for a new user message that no input began (graphs/shared/turns.py).
+    turn_message_id: NotRequired[str | None]
 
 
 @dataclass(frozen=True)
@@ -129,6 +132,7 @@ FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
     "lessons": list,
     "verdict": (dict, type(None)),
     "route": (dict, type(None)),
+    "turn_message_id": (str, type(None)),
 }
 
 
@@ -148,12 +152,17 @@ def unreadable_reason(values: dict) -> str | None:
 
 def turn_input(message: AnyMessage, turn: int, started_at: float | None = None) -> dict:
     """The input of a new user turn: the message plus every per-turn counter reset."""
+    return {"messages": [message], **turn_resets(turn, message.id, started_at)}
+
+
+def turn_resets(turn: int, message_id: str | None, started_at: float | None = None) -> dict:
+    """Every per-turn counter reset for turn number `turn`, begun by message `message_id`."""
     return {
         "turn_started_at": time.time() if started_at is None else started_at,
         "tokens_used": 0,
         "budget_exhausted": None,
-        "messages": [message],
         "turn": turn,
+        "turn_message_id": message_id,
         "iteration": 0,
         "retry_count": 0,
         "last_error": None,

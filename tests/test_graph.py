@@ -76,6 +76,7 @@ class Turns:
             for mode, data in self.events
             if mode == "updates"
             for node, update in data.items()
+            if update  # begin_turn writes nothing when the input began the turn
         ]
 
     def path(self) -> list[str]:

@@ -80,7 +80,9 @@ class Session:
         ]
 
     def path(self) -> list[str]:
-        return [node for mode, data in self.events if mode == "updates" for node in data]
+        return [  # begin_turn writes nothing when the input began the turn
+            node for mode, data in self.events if mode == "updates" for node, u in data.items() if u
+        ]
 
 
 @pytest.fixture(autouse=True)

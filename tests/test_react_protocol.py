@@ -459,7 +459,9 @@ def run_turn(model: ReActChatModel, tools: list[BaseTool], **limits: Any) -> tup
 
 
 def nodes(events: list) -> list[str]:
-    return [node for mode, data in events if mode == "updates" for node in data]
+    return [  # begin_turn writes nothing when the input began the turn
+        node for mode, data in events if mode == "updates" for node, u in data.items() if u
+    ]
 
 
 def custom(events: list, kind: str) -> list[dict]:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
-import json
 from pathlib import Path
 
 import pytest
@@ -257,15 +255,6 @@ def test_graph_route_has_the_mermaid_diagram(client: TestClient):
     graph = client.get("/graph").json()
     assert "agent -.-> tools;" in graph["mermaid"] and "retry --> agent;" in graph["mermaid"]
     assert {"source": "tools", "target": "agent", "conditional": True} in graph["edges"]
-
-
-def test_langgraph_json_points_at_a_factory_without_a_checkpointer():
-    spec = json.loads((REPO / "langgraph.json").read_text())
-    path, name = spec["graphs"]["waypoint"].split(":")
-    module = importlib.import_module(path.removeprefix("./").removesuffix(".py").replace("/", "."))
-    graph = getattr(module, name)({"configurable": {}})
-    assert graph.checkpointer is None
-    assert {"agent", "tools", "retry", "failure_handler", "finalize"} <= set(graph.nodes)
 
 
 def test_a_run_can_choose_the_strategy_and_the_thread_keeps_it(client: TestClient):

@@ -60,7 +60,14 @@ class Run:
         return self.graph.get_state(self.config).values
 
     def path(self) -> list[str]:
-        return [n for ns, mode, data in self.events if mode == "updates" and not ns for n in data]
+        # begin_turn writes nothing when the input began the turn: not a step of the path
+        return [
+            n
+            for ns, mode, data in self.events
+            if mode == "updates" and not ns
+            for n, update in data.items()
+            if update
+        ]
 
     def custom(self, kind: str) -> list[dict]:
         return [d for _, mode, d in self.events if mode == "custom" and d["type"] == kind]

@@ -12,9 +12,14 @@ from graphs.react.tool_loop import TOOL_LOOP
 from graphs.shared.closing import ErrorRoute, on_node_error
 from graphs.strategies import ERROR_HANDLER, STRATEGIES, drawing, mermaid
 
-SHARED_NODES = {"__start__", "__end__", ERROR_HANDLER, "failure_handler", "finalize"}
-# The node error handler's route, which LangGraph's drawing leaves out (graphs.strategies.drawing).
-ERROR_EDGES = {(ERROR_HANDLER, "failure_handler", True), ("failure_handler", "__end__", False)}
+SHARED_NODES = {"__start__", "__end__", ERROR_HANDLER, "begin_turn", "failure_handler", "finalize"}
+# The node error handler's route, which LangGraph's drawing leaves out (graphs.strategies.drawing),
+# and begin_turn, which every graph enters first (graphs/shared/turns.py).
+ERROR_EDGES = {
+    (ERROR_HANDLER, "failure_handler", True),
+    ("failure_handler", "__end__", False),
+    ("__start__", "begin_turn", False),
+}
 
 NODES = {
     "react": SHARED_NODES | {"agent", "tools", "retry", "summarize"},
@@ -25,8 +30,8 @@ NODES = {
 EDGES = {
     "react": ERROR_EDGES
     | {
-        ("__start__", "agent", True),
-        ("__start__", "summarize", True),
+        ("begin_turn", "agent", True),
+        ("begin_turn", "summarize", True),
         ("agent", "tools", True),
         ("agent", "retry", True),
         ("agent", "summarize", True),
@@ -43,8 +48,8 @@ EDGES = {
     },
     "plan": ERROR_EDGES
     | {
-        ("__start__", "planner", True),
-        ("__start__", "summarize", True),
+        ("begin_turn", "planner", True),
+        ("begin_turn", "summarize", True),
         ("planner", "executor", True),
         ("planner", "synthesizer", True),
         ("planner", "retry", True),
@@ -68,7 +73,7 @@ EDGES = {
     },
     "reflexion": ERROR_EDGES
     | {
-        ("__start__", "attempt", False),
+        ("begin_turn", "attempt", False),
         ("attempt", "evaluate", True),
         ("attempt", "__end__", True),
         ("evaluate", "reflect", True),
@@ -81,7 +86,7 @@ EDGES = {
     },
     "routed": ERROR_EDGES
     | {
-        ("__start__", "classify", False),
+        ("begin_turn", "classify", False),
         ("classify", "calculator", True),
         ("classify", "small_talk", True),
         ("classify", "tool_loop", True),

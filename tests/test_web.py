@@ -63,8 +63,8 @@ def test_chat_streams_an_answer_and_time_travel_moves_the_head(page):  # type: i
 
     expect(page.locator("#mermaid")).to_contain_text("agent -.-> tools;")
     expect(page.locator("#graph-svg svg rect")).to_have_count(
-        8
-    )  # every node reachable from __start__
+        9
+    )  # every node reachable from __start__, begin_turn included
 
     page.fill("#new-thread-id", "web")
     page.click("#new-thread button")

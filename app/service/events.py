@@ -155,8 +155,8 @@ def from_stream(mode: str, payload: Any) -> list[Event]:
         return []
     if mode == "custom":
         return [_custom(payload)] if isinstance(payload, dict) else []
-    if mode == "updates":
-        return [NodeUpdate(node, update) for node, update in payload.items()]
+    if mode == "updates":  # a node that wrote nothing (begin_turn, mostly) has nothing to show
+        return [NodeUpdate(node, update) for node, update in payload.items() if update]
     return []
 
 

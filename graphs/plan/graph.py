@@ -1,14 +1,15 @@
 """Plan-and-Solve (`--strategy plan`): wiring only, it reads like the diagram.
 
-START ─(over budget)─► summarize ─► planner
-START ─► planner ─┬─ valid plan ──► executor ─┬─ steps left ─────────► executor
-                  │                           ├─ step failed (once) ─► planner (re-plan the rest)
-                  │                           ├─ budget spent ───────► finalize ─► END
-                  │                           └─ done ───────────────► synthesizer ─┬─► END
-                  ├─ no steps ─────────────────────────────────────► synthesizer    └─ model error ─► retry
-                  ├─ invalid plan / transient model error ─► retry ─► planner (or synthesizer)
-                  ├─ context overflow ─► summarize ─► planner (or synthesizer)
-                  └─ retries used up / permanent error ────► failure_handler ─► END
+START ─► begin_turn ─(over budget)─► summarize ─► planner
+START ─► begin_turn ─► planner ─┬─ valid plan ──► executor ─┬─ steps left ─────────► executor
+                                │                           ├─ step failed (once) ─► planner (re-plan the rest)
+                                │                           ├─ budget spent ───────► finalize ─► END
+                                │                           └─ done ───────────────► synthesizer ─┬─► END
+                                ├─ no steps ─────────────────────────────────────► synthesizer    └─ model error ─► retry
+                                ├─ invalid plan / transient model error ─► retry ─► planner (or synthesizer)
+                                ├─ context overflow ─► summarize ─► planner (or synthesizer)
+                                └─ retries used up / permanent error ────► failure_handler ─► END
+begin_turn starts the turn when no input began it (graphs/shared/turns.py).
 """
 
 from __future__ import annotations
@@ -25,16 +26,18 @@ from graphs.plan.routing import (
     route_after_synthesizer,
     route_at_plan_start,
 )
-from graphs.plan.state import PlanState
+from graphs.plan.state import PLAN_TURN_RESET, PlanState
 from graphs.shared.closing import failure_handler, finalize, on_node_error
 from graphs.shared.recovery import retry
 from graphs.shared.summarize import summarize
-from graphs.state import AgentContext
+from graphs.shared.turns import begin_turn
+from graphs.spec import RunSpec
 
 
 def build_plan_graph(checkpointer: BaseCheckpointSaver | None = None) -> CompiledStateGraph:
-    graph = StateGraph(PlanState, context_schema=AgentContext)
+    graph = StateGraph(PlanState, context_schema=RunSpec)
     graph.set_node_defaults(error_handler=on_node_error)
+    graph.add_node("begin_turn", begin_turn("plan", PLAN_TURN_RESET))
     graph.add_node("planner", planner)
     graph.add_node("executor", executor)
     graph.add_node("synthesizer", synthesizer)
@@ -43,7 +46,8 @@ def build_plan_graph(checkpointer: BaseCheckpointSaver | None = None) -> Compile
     graph.add_node("failure_handler", failure_handler)
     graph.add_node("finalize", finalize)
 
-    graph.add_conditional_edges(START, route_at_plan_start)
+    graph.add_edge(START, "begin_turn")
+    graph.add_conditional_edges("begin_turn", route_at_plan_start)
     graph.add_conditional_edges("planner", route_after_planner)
     graph.add_conditional_edges("executor", route_after_executor)
     graph.add_conditional_edges("synthesizer", route_after_synthesizer)

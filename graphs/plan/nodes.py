@@ -18,6 +18,7 @@ from graphs.plan.steps import (
 )
 from graphs.shared.approvals import review_calls
 from graphs.shared.limits import exhausted_budget
+from graphs.shared.live import context_of
 from graphs.shared.messages import for_model, new_message_id
 from graphs.shared.model_call import ask_structured, call_model, model_input
 from graphs.shared.requests import asking
@@ -37,7 +38,7 @@ SYNTHESIZE_INSTRUCTION = (
 
 def planner(state: PlanState, runtime: Runtime[AgentContext]) -> dict:
     """Ask for a plan (or, after a failed step, for the rest of it) and validate it."""
-    context = runtime.context
+    context = context_of(runtime)
     replanning = needs_replan(state)
     kept = (state.get("plan") or [])[: len(state.get("step_results") or [])] if replanning else []
     update: dict = {"iteration": state.get("iteration", 0) + 1}
@@ -114,7 +115,7 @@ def _numbered(steps: list[dict], first: int) -> list[str]:
 
 def executor(state: PlanState, runtime: Runtime[AgentContext]) -> dict:
     """Run the next step: its references resolved, risky calls reviewed, the tool run."""
-    context = runtime.context
+    context = context_of(runtime)
     results = state.get("step_results") or []
     number = len(results) + 1
     step = state["plan"][number - 1]
@@ -167,7 +168,7 @@ def _call_id(state: PlanState, number: int) -> str:
 
 def synthesizer(state: PlanState, runtime: Runtime[AgentContext]) -> dict:
     """Write the answer from the steps' results (the model is given no tools)."""
-    context = runtime.context
+    context = context_of(runtime)
     update: dict = {"iteration": state.get("iteration", 0) + 1}
     messages = [*model_input(state["messages"], context), SystemMessage(SYNTHESIZE_INSTRUCTION)]
     reply = call_model(context.model, messages, answer_only=True)

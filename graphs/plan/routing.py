@@ -8,6 +8,7 @@ from langgraph.graph import END
 from langgraph.runtime import Runtime
 
 from graphs.plan.state import PlanState, needs_replan, steps_left
+from graphs.shared.live import context_of
 from graphs.shared.recovery import finalize_or_recover
 from graphs.shared.summarize import needs_summary
 from graphs.state import AgentContext
@@ -17,7 +18,7 @@ def route_at_plan_start(
     state: PlanState, runtime: Runtime[AgentContext]
 ) -> Literal["summarize", "planner"]:
     """As in the tool loop: a turn over the context budget first summarises older turns."""
-    return "summarize" if needs_summary(state, runtime.context) else "planner"
+    return "summarize" if needs_summary(state, context_of(runtime)) else "planner"
 
 
 def route_after_planner(

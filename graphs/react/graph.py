@@ -1,7 +1,7 @@
 """The react strategy's graph, the tool loop: wiring only, it reads like the diagram.
 
-START ─┬─ over the context budget ─► summarize ─► agent
-       └───────────────────────────────────────► agent
+START ─► begin_turn ─┬─ over the context budget ─► summarize ─► agent
+                     └───────────────────────────────────────► agent
 agent ─┬─ tool calls ─────────────────────► tools ─┬─ all ok ──────────────────────► agent
        │                                           ├─ tool error ──────────────────► retry ─► agent
        │                                           ├─ tool error, retries used up ─► failure_handler
@@ -12,6 +12,7 @@ agent ─┬─ tool calls ─────────────────�
        ├─ budget spent or repeated identical call ───────► finalize ───────► END
        └─ plain answer ──────────────────────────────────► END
 a bug in any node ─► (node error handler) ─► failure_handler
+begin_turn starts the turn when no input began it (graphs/shared/turns.py).
 """
 
 from __future__ import annotations
@@ -25,12 +26,15 @@ from graphs.react.routing import route_after_agent, route_after_tools, route_at_
 from graphs.shared.closing import failure_handler, finalize, on_node_error
 from graphs.shared.recovery import retry
 from graphs.shared.summarize import summarize
+from graphs.shared.turns import begin_turn
+from graphs.spec import RunSpec
 from graphs.state import AgentContext, AgentState
 
 
 def build_graph(checkpointer: BaseCheckpointSaver | None = None) -> CompiledStateGraph:
-    graph = StateGraph(AgentState, context_schema=AgentContext)
+    graph = StateGraph(AgentState, context_schema=RunSpec)
     graph.set_node_defaults(error_handler=on_node_error)
+    graph.add_node("begin_turn", begin_turn("react", {}))
     graph.add_node("agent", agent)
     graph.add_node("tools", tools)
     graph.add_node("retry", retry)
@@ -38,7 +42,8 @@ def build_graph(checkpointer: BaseCheckpointSaver | None = None) -> CompiledStat
     graph.add_node("finalize", finalize)
     graph.add_node("summarize", summarize)
 
-    graph.add_conditional_edges(START, route_at_start)
+    graph.add_edge(START, "begin_turn")
+    graph.add_conditional_edges("begin_turn", route_at_start)
     graph.add_conditional_edges("agent", route_after_agent)
     graph.add_conditional_edges("tools", route_after_tools)
     graph.add_edge("retry", "agent")

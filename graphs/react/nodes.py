@@ -11,6 +11,7 @@ from langgraph.runtime import Runtime
 from graphs.shared.approvals import as_run, review_calls
 from graphs.shared.deadline import model_deadline, turn_seconds_left
 from graphs.shared.limits import exhausted_budget
+from graphs.shared.live import context_of
 from graphs.shared.messages import call_signature
 from graphs.shared.model_call import call_model, model_input
 from graphs.shared.model_errors import MODEL_ERROR_KINDS
@@ -23,7 +24,7 @@ def agent(state: AgentState, runtime: Runtime[AgentContext]) -> dict:
     """Call the model once, within the turn's time budget; a failure is recorded for the router
     instead of raised, with whether the budget is spent (then the router ends the turn in
     finalize instead of asking the failing endpoint again)."""
-    context = runtime.context
+    context = context_of(runtime)
     model = context.model.bind_tools(context.tools) if context.tools else context.model
     update: dict = {"iteration": state.get("iteration", 0) + 1}
     # The failure is judged with the prompt's size (an empty stream after a long prompt is an
@@ -73,7 +74,7 @@ def _cut_off_calls_invalid(reply: AIMessage) -> AIMessage:
 
 def tools(state: AgentState, runtime: Runtime[AgentContext]) -> dict:
     """Run every call of the last AI message; any failed call makes this step a tool error."""
-    context = runtime.context
+    context = context_of(runtime)
     request = state["messages"][-1]
     allowed, refused = review_calls(
         request.tool_calls, context.tools_by_name, context.approval, context.confirm_tools

@@ -10,6 +10,7 @@ from langgraph.graph import END
 from langgraph.runtime import Runtime
 
 from graphs.shared.limits import is_looping
+from graphs.shared.live import context_of
 from graphs.shared.recovery import finalize_or_recover, retry_or_fail
 from graphs.shared.summarize import needs_summary
 from graphs.state import AgentContext, AgentState
@@ -19,7 +20,7 @@ def route_at_start(
     state: AgentState, runtime: Runtime[AgentContext]
 ) -> Literal["summarize", "agent"]:
     """A turn whose input would overflow the context budget first summarises older turns."""
-    return "summarize" if needs_summary(state, runtime.context) else "agent"
+    return "summarize" if needs_summary(state, context_of(runtime)) else "agent"
 
 
 def route_after_agent(
@@ -40,7 +41,9 @@ def route_after_tools(
 ) -> Literal["agent", "retry", "failure_handler", "finalize"]:
     # Budget before errors: retry_count alone does not bound a turn (a model success after a model
     # error resets it), so alternating model and tool failures would loop to the recursion limit.
-    if state.get("iteration", 0) >= runtime.context.max_iterations or state.get("budget_exhausted"):
+    if state.get("iteration", 0) >= context_of(runtime).max_iterations or state.get(
+        "budget_exhausted"
+    ):
         return "finalize"
     if state.get("last_error"):
         return retry_or_fail(state, runtime)

@@ -13,13 +13,14 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.runtime import Runtime
 
 from graphs.react.graph import build_graph
+from graphs.shared.live import context_of
 from graphs.shared.messages import new_message_id
 from graphs.state import AgentContext, AgentState
 
 # Compiled without a checkpointer: as a subgraph it checkpoints into its parent's saver, under its
 # own namespace, so an approval asked inside an attempt resumes exactly where it paused.
 TOOL_LOOP = build_graph()
-CARRIED = ("turn", "turn_started_at", "tokens_used", "strategy")
+CARRIED = ("turn", "turn_started_at", "tokens_used", "strategy", "turn_message_id")
 REPORTED = (
     "iteration",
     "retry_count",
@@ -46,7 +47,7 @@ def run_tool_loop(state: AgentState, runtime: Runtime[AgentContext], notes: str 
         "status": None,
         "budget_exhausted": None,
     }
-    context = runtime.context
+    context = context_of(runtime)
     if notes:
         joined = "\n\n".join(filter(None, [context.turn_notes, notes]))
         context = dataclasses.replace(context, turn_notes=joined)

@@ -9,6 +9,7 @@ from langgraph.runtime import Runtime
 from graphs.react.tool_loop import run_tool_loop
 from graphs.reflexion.state import Lesson, ReflexionState, Verdict
 from graphs.shared.limits import exhausted_budget
+from graphs.shared.live import context_of
 from graphs.shared.messages import current_turn
 from graphs.shared.model_call import ask_structured
 from graphs.state import AgentContext
@@ -29,7 +30,7 @@ def attempt(state: ReflexionState, runtime: Runtime[AgentContext]) -> dict:
     """One trial: the tool loop, with this turn's lessons in its prompt."""
     trial = state.get("trial", 0) + 1
     runtime.stream_writer(
-        {"type": "trial", "trial": trial, "max_trials": runtime.context.max_trials}
+        {"type": "trial", "trial": trial, "max_trials": context_of(runtime).max_trials}
     )
     update = run_tool_loop(state, runtime, lessons_prompt(state.get("lessons") or []))
     return update | {"trial": trial, "verdict": None}
@@ -41,7 +42,7 @@ def lessons_prompt(lessons: list[str]) -> str:
 
 def evaluate(state: ReflexionState, runtime: Runtime[AgentContext]) -> dict:
     """A structured verdict on the last attempt's answer."""
-    context = runtime.context
+    context = context_of(runtime)
     messages = [SystemMessage(EVALUATE_PROMPT), *last_attempt(state["messages"])]
     reply = ask_structured(context.model, Verdict, messages)
     if reply.failure:  # the router retries or keeps the answer
@@ -65,7 +66,7 @@ def reflect(state: ReflexionState, runtime: Runtime[AgentContext]) -> dict:
     earlier = "\nEarlier lessons:\n" + "\n".join(f"- {x}" for x in lessons) if lessons else ""
     prompt = REFLECT_PROMPT.format(reason=reason, earlier=earlier)
     reply = ask_structured(
-        runtime.context.model, Lesson, [SystemMessage(prompt), *last_attempt(state["messages"])]
+        context_of(runtime).model, Lesson, [SystemMessage(prompt), *last_attempt(state["messages"])]
     )
     lesson = reply.parsed.lesson.strip() if reply.parsed is not None else ""
     lesson = lesson or f"The last attempt failed because {reason}; avoid that."

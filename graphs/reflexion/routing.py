@@ -9,6 +9,7 @@ from langgraph.graph import END
 from langgraph.runtime import Runtime
 
 from graphs.reflexion.state import ReflexionState
+from graphs.shared.live import context_of
 from graphs.shared.recovery import retry_or_fail
 from graphs.state import AgentContext
 
@@ -26,7 +27,7 @@ def route_after_evaluate(
     if state.get("last_error"):
         return "retry" if retry_or_fail(state, runtime) == "retry" else END
     verdict = state.get("verdict") or {"success": True}
-    if verdict["success"] or state.get("trial", 0) >= runtime.context.max_trials:
+    if verdict["success"] or state.get("trial", 0) >= context_of(runtime).max_trials:
         return END
     # Another trial would start with the turn's budget already spent: one last answer instead.
     return "finalize" if state.get("budget_exhausted") else "reflect"

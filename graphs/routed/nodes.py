@@ -9,6 +9,7 @@ from langgraph.runtime import Runtime
 from graphs.react.tool_loop import run_tool_loop
 from graphs.routed.state import Route, RoutedState
 from graphs.shared.limits import exhausted_budget
+from graphs.shared.live import context_of
 from graphs.shared.messages import new_message_id
 from graphs.shared.model_call import ask_structured, call_model, model_input
 from graphs.shared.tool_calls import run_tool_calls
@@ -23,7 +24,7 @@ SMALL_TALK_INSTRUCTION = "Reply briefly and kindly; no tools are needed for this
 
 def classify(state: RoutedState, runtime: Runtime[AgentContext]) -> dict:
     """Pick the path with a structured Route; any failure picks the tool loop, which handles all."""
-    context = runtime.context
+    context = context_of(runtime)
     messages = [SystemMessage(CLASSIFY_PROMPT), *state["messages"]]
     reply = ask_structured(context.model, Route, messages)
     route = reply.parsed.model_dump() if reply.parsed is not None else None
@@ -37,7 +38,7 @@ def classify(state: RoutedState, runtime: Runtime[AgentContext]) -> dict:
 
 def calculator(state: RoutedState, runtime: Runtime[AgentContext]) -> dict:
     """Run the calculator on the classified expression and answer with its result."""
-    context = runtime.context
+    context = context_of(runtime)
     expression = state["route"]["expression"]
     call = ToolCall(
         name="calculator",
@@ -58,7 +59,7 @@ def calculator(state: RoutedState, runtime: Runtime[AgentContext]) -> dict:
 def small_talk(state: RoutedState, runtime: Runtime[AgentContext]) -> dict:
     """One model call without tools; a failure hands the message to the tool loop, which owns
     retries."""
-    context = runtime.context
+    context = context_of(runtime)
     messages = [*model_input(state["messages"], context), SystemMessage(SMALL_TALK_INSTRUCTION)]
     reply = call_model(context.model, messages, answer_only=True)
     if reply.message is None:

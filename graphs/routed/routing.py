@@ -9,6 +9,7 @@ from langgraph.graph import END
 from langgraph.runtime import Runtime
 
 from graphs.routed.state import RoutedState
+from graphs.shared.live import context_of
 from graphs.state import AgentContext
 
 
@@ -18,7 +19,7 @@ def route_after_classify(
     route = state.get("route") or {}
     if route.get("path") == "small_talk":
         return "small_talk"
-    has_calculator = "calculator" in runtime.context.tools_by_name
+    has_calculator = "calculator" in context_of(runtime).tools_by_name
     if route.get("path") == "calculator" and has_calculator and route.get("expression"):
         return "calculator"
     return _tool_loop_or_finalize(state)

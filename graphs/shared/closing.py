@@ -15,6 +15,7 @@ from langgraph.types import Command
 
 from graphs.shared.deadline import model_deadline, turn_seconds_left
 from graphs.shared.limits import is_looping
+from graphs.shared.live import context_of
 from graphs.shared.messages import (
     cancelled_results,
     current_turn,
@@ -40,7 +41,7 @@ def failure_handler(state: AgentState, runtime: Runtime[AgentContext]) -> dict:
         kind="internal", message="the turn failed for an unknown reason", retry_after=None
     )
     closing = cancelled_results(dangling_tool_calls(state["messages"]), "the turn failed")
-    context = runtime.context
+    context = context_of(runtime)
     text = failure_text(
         error, state.get("retry_count", 0), context.max_retries, context.max_retry_after
     )
@@ -111,7 +112,7 @@ def unparsed_text(error: LastError, attempts: int, max_retries: int) -> str:
 def finalize(state: AgentState, runtime: Runtime[AgentContext]) -> dict:
     """Budget spent or a loop detected: close open calls, then one last answer without tools
     (not asked for when the endpoint just failed); the fallback is a notice of what was done."""
-    context = runtime.context
+    context = context_of(runtime)
     status, reason = stop_reason(state, context)
     closing = cancelled_results(dangling_tool_calls(state["messages"]), f"stopped by {reason}")
     messages = [*state["messages"], *closing]

@@ -14,6 +14,7 @@ from typing import Literal
 from langgraph.runtime import Runtime
 
 from graphs.shared.deadline import turn_seconds_left
+from graphs.shared.live import context_of
 from graphs.shared.summarize import can_summarize
 from graphs.state import AgentContext, AgentState, LastError
 
@@ -24,7 +25,7 @@ def recover(
     """Where a model step that recorded `last_error` goes next."""
     error = state["last_error"]
     if error["kind"] == "context_overflow":
-        fits = _budget_left(state, runtime) and can_summarize(state, runtime.context)
+        fits = _budget_left(state, runtime) and can_summarize(state, context_of(runtime))
         return "summarize" if fits else "failure_handler"
     return retry_or_fail(state, runtime)
 
@@ -52,7 +53,7 @@ def retry_or_fail(
 
 
 def _budget_left(state: AgentState, runtime: Runtime[AgentContext]) -> bool:
-    return state.get("retry_count", 0) < runtime.context.max_retries
+    return state.get("retry_count", 0) < context_of(runtime).max_retries
 
 
 def retryable(error: LastError, runtime: Runtime[AgentContext]) -> bool:
@@ -64,13 +65,13 @@ def retryable(error: LastError, runtime: Runtime[AgentContext]) -> bool:
 def waits_too_long(error: LastError, runtime: Runtime[AgentContext]) -> bool:
     """A Retry-After beyond the cap is not waited out: the turn fails and says when to retry."""
     retry_after = error.get("retry_after")
-    return retry_after is not None and retry_after > runtime.context.max_retry_after
+    return retry_after is not None and retry_after > context_of(runtime).max_retry_after
 
 
 def retry(state: AgentState, runtime: Runtime[AgentContext]) -> dict:
     """Count one more consecutive failure, wait (model errors only) and hand back to the node that
     failed."""
-    context = runtime.context
+    context = context_of(runtime)
     error = state["last_error"]
     attempt = state.get("retry_count", 0) + 1
     wait = 0.0 if error["kind"] == "tool" else backoff_delay(attempt, error, context)

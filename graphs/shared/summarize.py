@@ -21,6 +21,7 @@ from langchain_core.messages.utils import count_tokens_approximately
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.runtime import Runtime
 
+from graphs.shared.live import context_of
 from graphs.shared.messages import for_model, new_message_id
 from graphs.shared.model_call import call_model
 from graphs.shared.model_errors import window_from_text
@@ -249,7 +250,7 @@ def summary_update(summary: str, recent: Sequence[AnyMessage]) -> list[AnyMessag
 def summarize(state: AgentState, runtime: Runtime[AgentContext]) -> dict:
     """Shrink the context: older turns become one summary message sized to the model's window;
     after an overflow it first learns the window (and counts as one recovery attempt)."""
-    context = runtime.context
+    context = context_of(runtime)
     overflow = (state.get("last_error") or {}).get("kind") == "context_overflow"
     window = context.window if context.window is not None else ContextWindow()
     if overflow:

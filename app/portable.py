@@ -1,0 +1,92 @@
+"""Waypoint's graphs for any server that serves `langgraph.json` (`langgraph dev`, LangGraph
+Studio, a LangGraph-API server with PostgreSQL): one compiled graph per strategy, and the factory
+that turns a run's JSON context (graphs/spec.RunSpec) into its live model and tools.
+
+Such a server brings its own checkpointer and store, so the graphs are compiled without one. Its
+client sends plain data — `{"context": {"model": "offline", "approval": "ask"}}` — and every run
+with the same context shares one set of live objects in the process (graphs/shared/live.py). The
+settings a RunSpec leaves out come from the environment (APP_*, OPENAI_BASE_URL, …) as in the CLI.
+Tests register a scripted model under a name a RunSpec can then choose (`register_model`)."""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import dataclasses
+import threading
+
+from langchain_core.language_models import BaseChatModel
+
+from app.config import Settings, load_settings
+from app.errors import UsageError
+from graphs.shared.live import set_resolver
+from graphs.spec import RunSpec
+from graphs.state import AgentContext
+from graphs.strategies import get_strategy
+from tools.memory import MemoryStore
+
+_registered_models: dict[str, BaseChatModel] = {}
+_memories: dict[str, MemoryStore] = {}
+_open = contextlib.ExitStack()
+_lock = threading.Lock()
+atexit.register(_open.close)
+
+
+def register_model(name: str, model: BaseChatModel) -> None:
+    """Make `model` the one a RunSpec naming `name` gets (for tests and embedding)."""
+    _registered_models[name] = model
+    set_resolver(resolve)  # forget live contexts made with an earlier registration
+
+
+def resolve(spec: RunSpec) -> AgentContext:
+    """The live run context of `spec`: the model, the tools it names, the limits it sets."""
+    from app.service.context import make_context
+    from app.service.memory import memory_user
+
+    registered = _registered_models.get(spec.model)
+    settings = load_settings(
+        model=None if registered else spec.model,
+        max_iterations=spec.max_iterations,
+        max_retries=spec.max_retries,
+        max_seconds=spec.max_seconds,
+        max_tokens_per_turn=spec.max_tokens_per_turn,
+        max_trials=spec.max_trials,
+        user=spec.user,
+    )
+    memory = _memory(settings)
+    user = memory_user(settings)
+    context = make_context(settings, registered, approval=spec.approval, memory=memory, user=user)
+    return _only_tools(context, spec.tools)
+
+
+def _only_tools(context: AgentContext, names: tuple[str, ...] | None) -> AgentContext:
+    if names is None:
+        return context
+    offered = {tool.name for tool in context.tools}
+    unknown = sorted(set(names) - offered)
+    if unknown:
+        raise UsageError(
+            f"unknown tool(s) in the run's context: {', '.join(unknown)}; "
+            f"choose from: {', '.join(sorted(offered))}"
+        )
+    return dataclasses.replace(context, tools=[t for t in context.tools if t.name in names])
+
+
+def _memory(settings: Settings) -> MemoryStore:
+    """The long-term memory of `settings`' database, opened once per process."""
+    from app.service.memory import open_memory
+
+    with _lock:
+        label = settings.database.label
+        if label not in _memories:
+            _memories[label] = _open.enter_context(open_memory(settings))
+        return _memories[label]
+
+
+set_resolver(resolve)
+
+# The graphs langgraph.json names (`waypoint` is the tool loop).
+react = get_strategy("react").build(None)
+plan = get_strategy("plan").build(None)
+reflexion = get_strategy("reflexion").build(None)
+routed = get_strategy("routed").build(None)
