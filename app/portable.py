@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import dataclasses
 import threading
 
 from langchain_core.language_models import BaseChatModel
 
 from app.config import Settings, load_settings
-from app.errors import UsageError
+from app.service.context import only_tools
 from graphs.shared.live import set_resolver
 from graphs.spec import RunSpec
 from graphs.state import AgentContext
@@ -56,20 +55,7 @@ def resolve(spec: RunSpec) -> AgentContext:
     memory = _memory(settings)
     user = memory_user(settings)
     context = make_context(settings, registered, approval=spec.approval, memory=memory, user=user)
-    return _only_tools(context, spec.tools)
-
-
-def _only_tools(context: AgentContext, names: tuple[str, ...] | None) -> AgentContext:
-    if names is None:
-        return context
-    offered = {tool.name for tool in context.tools}
-    unknown = sorted(set(names) - offered)
-    if unknown:
-        raise UsageError(
-            f"unknown tool(s) in the run's context: {', '.join(unknown)}; "
-            f"choose from: {', '.join(sorted(offered))}"
-        )
-    return dataclasses.replace(context, tools=[t for t in context.tools if t.name in names])
+    return only_tools(context, spec.tools)
 
 
 def _memory(settings: Settings) -> MemoryStore:

@@ -17,10 +17,11 @@ from pydantic.dataclasses import dataclass
 class RunSpec:
     """What a run may choose; every field has a default, so an empty context is a valid one."""
 
-    model: str = Field(
-        default="offline",
+    model: str | None = Field(
+        default=None,
         description="offline (embedded, no network) or openai:<name> (any OpenAI-compatible "
-        "endpoint, from OPENAI_BASE_URL / OPENAI_API_KEY on the server)",
+        "endpoint, from OPENAI_BASE_URL / OPENAI_API_KEY on the server); omitted: the server's "
+        "own (APP_MODEL, else offline)",
         min_length=1,
         max_length=200,
     )

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import get_args
 
 import pytest
-from langchain_core.messages import AIMessage, AIMessageChunk
+from langchain_core.messages import AIMessage, AIMessageChunk, ToolMessage
 from rich.console import Console
 
 from app.cli.render import ConsoleRenderer, JsonlRenderer
@@ -18,10 +18,12 @@ from app.server.events import EventQueue
 from app.service.events import (
     CUSTOM_TYPES,
     Event,
+    MessageOut,
     NodeFailed,
     NodeUpdate,
     Notice,
     Retry,
+    StateValues,
     StrategyNote,
     Summarized,
     Token,
@@ -36,6 +38,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 ONE_OF_EACH: list[Event] = [
     Token("agent", "Hel", "m1"),
+    MessageOut(ToolMessage("42", tool_call_id="c1", name="calculator")),
+    StateValues({"turn": 1}),
     ToolCallStarted("c1", "calculator", {"expression": "6*7"}),
     ToolFinished("c1", "calculator", "success", "42", 1.5),
     Retry(1, 3, 0.5, "transient", "HTTP 503"),
@@ -91,7 +95,11 @@ def test_langgraph_stream_items_become_typed_events():
     assert from_stream("messages", (chunk, {"langgraph_node": "agent"})) == [
         Token("agent", "Hi", "m1")
     ]
-    assert from_stream("messages", (AIMessageChunk(content=""), {})) == []
+    [silent] = from_stream("messages", (AIMessageChunk(content=""), {}), ("attempt:1",))
+    assert silent.text == "" and silent.namespace == ("attempt:1",)
+    result_message = ToolMessage("42", tool_call_id="c1")
+    assert from_stream("messages", (result_message, {})) == [MessageOut(result_message)]
+    assert from_stream("values", {"turn": 2}) == [StateValues({"turn": 2})]
     result = {
         "type": "tool_result",
         "id": "c",
@@ -110,9 +118,11 @@ def test_langgraph_stream_items_become_typed_events():
 
 
 def test_the_wire_form_is_the_jsonl_events_documented_in_the_readme():
-    names = [as_json(e)["event"] for e in ONE_OF_EACH]
-    assert names == [
+    wire = {as_json(e)["event"]: as_json(e) for e in ONE_OF_EACH}
+    assert list(wire) == [
         "token",
+        "message",
+        "values",
         "tool_call",
         "tool_result",
         "retry",
@@ -123,17 +133,16 @@ def test_the_wire_form_is_the_jsonl_events_documented_in_the_readme():
         "notice",
         "final",
     ]
-    assert as_json(ONE_OF_EACH[1]) == {
+    assert wire["tool_call"] == {
         "event": "tool_call",
         "name": "calculator",
         "id": "c1",
         "args": {"expression": "6*7"},
     }
-    assert "traceback" not in as_json(ONE_OF_EACH[6])
-    assert as_json(ONE_OF_EACH[6], traceback=True)["traceback"] == "Traceback ..."
-    assert as_json(ONE_OF_EACH[7])["update"] == {
-        "messages": [{"type": "ai", "content": "It is 42."}]
-    }
+    failed = next(e for e in ONE_OF_EACH if isinstance(e, NodeFailed))
+    assert "traceback" not in wire["error"]
+    assert as_json(failed, traceback=True)["traceback"] == "Traceback ..."
+    assert wire["node"]["update"] == {"messages": [{"type": "ai", "content": "It is 42."}]}
 
 
 def test_every_sink_consumes_every_event_type():
@@ -149,7 +158,10 @@ def test_every_sink_consumes_every_event_type():
 
     lines = [json.loads(line) for line in jsonl_out.getvalue().splitlines()]
     assert [line["event"] for line in lines] == [e["event"] for e in sent]
-    assert "traceback" not in sent[6] and "server log" in sent[6]["detail"]
+    # the whole state and whole messages are for LangGraph API clients, not --jsonl
+    assert not {"message", "values"} & {line["event"] for line in lines}
+    error = next(e for e in sent if e["event"] == "error")
+    assert "traceback" not in error and "server log" in error["detail"]
     assert "It is 42." in out.getvalue()
     assert "calculator" in err.getvalue() and "retry 1/3" in err.getvalue()
     assert console.partial_answer() == jsonl.partial_answer() == server.partial_answer() == "Hel"

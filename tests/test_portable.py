@@ -46,7 +46,7 @@ def test_langgraph_json_names_one_graph_per_strategy_with_a_json_context_schema(
         path, _, attribute = target.partition(":")
         assert path == "./app/portable.py" and attribute == GRAPHS[name]
         schema = getattr(portable, attribute).get_context_jsonschema()
-        assert schema["properties"]["model"]["default"] == "offline"
+        assert schema["properties"]["approval"]["default"] == "ask"
         assert schema["additionalProperties"] is False
 
 

@@ -187,9 +187,20 @@ def test_posts_need_a_json_content_type_even_without_a_body(content_type: str | 
     created = client.post("/threads", content=b'{"thread_id": "x"}', headers=headers)
     assert created.status_code == 415 and created.json()["error"] == "unsupported_media_type"
     assert "send Content-Type: application/json" in created.json()["detail"]
-    cancel = client.post("/threads/x/runs/cancel", headers=headers)
-    assert cancel.status_code == 415
     assert thread_ids(client) == []
+    if content_type is not None:  # a type other than JSON is refused even without a body
+        cancel = client.post("/threads/x/runs/r/cancel", headers=headers)
+        assert cancel.status_code == 415
+
+
+def test_a_bodyless_post_without_a_content_type_is_accepted_from_this_server_only():
+    """The SDKs' runs.cancel sends neither a body nor a content type; a browser sends such a
+    request cross-site only with an Origin, which is refused."""
+    client = local_client()
+    own = client.post("/threads/x/runs/r/cancel")
+    assert own.status_code == 404 and own.json()["error"] == "not_found"
+    other = client.post("/threads/x/runs/r/cancel", headers={"origin": "http://evil.example"})
+    assert other.status_code == 403
 
 
 def test_json_with_a_charset_is_accepted():

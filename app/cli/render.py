@@ -15,10 +15,12 @@ from app.errors import printable
 from app.models.react.model import UNPARSED  # a ReAct reply taken as the answer without parsing
 from app.service.events import (
     Event,
+    MessageOut,
     NodeFailed,
     NodeUpdate,
     Notice,
     Retry,
+    StateValues,
     StrategyNote,
     Summarized,
     Token,
@@ -120,7 +122,7 @@ class ConsoleRenderer:
         return "".join(self._partial)
 
     def _token(self, token: Token) -> None:
-        if token.node not in ANSWER_NODES:
+        if token.node not in ANSWER_NODES or not token.text:
             return
         self._partial.append(token.text)
         if not self.live:
@@ -204,6 +206,10 @@ class JsonlRenderer:
         self._partial: list[str] = []
 
     def emit(self, event: Event) -> None:
+        if isinstance(event, MessageOut | StateValues) or (
+            isinstance(event, Token) and not event.text
+        ):
+            return  # what the --jsonl events never carried (LangGraph API clients get them)
         if isinstance(event, Token):
             self._partial.append(event.text)
         line = json.dumps(as_json(event, traceback=self.debug), ensure_ascii=False, default=str)

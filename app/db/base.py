@@ -3,6 +3,7 @@ deletes Waypoint runs itself (listing, indexing, sizes, pruning), each written o
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
@@ -60,6 +61,40 @@ class SpaceReport:
 class Health:
     ok: bool
     detail: str
+
+
+def json_object(text: str | None) -> dict:
+    """A JSON text's object, or {} for anything else (a damaged or foreign value)."""
+    try:
+        value = json.loads(text or "{}")
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+@dataclass(frozen=True)
+class ThreadInfo:
+    """What a thread carries besides its checkpoints: the metadata a client gave it (LangGraph
+    Server API), and when that record was made and last changed (ISO 8601, UTC)."""
+
+    thread_id: str
+    metadata: dict[str, Any]
+    created_at: str
+    updated_at: str
+
+
+# Waypoint's own table of thread records (the same DDL on both backends).
+THREAD_INFO_DDL = (
+    "CREATE TABLE IF NOT EXISTS waypoint_threads (thread_id TEXT PRIMARY KEY, "
+    "metadata TEXT NOT NULL, created_at TEXT NOT NULL, updated_at TEXT NOT NULL)"
+)
+
+
+SAVE_THREAD_INFO = (
+    "INSERT INTO waypoint_threads (thread_id, metadata, created_at, updated_at) "
+    "VALUES (%s, %s, %s, %s) ON CONFLICT (thread_id) DO UPDATE SET "
+    "metadata = excluded.metadata, updated_at = excluded.updated_at"
+)
 
 
 # (delta channels a checkpoint has a version of, those whose value it stores itself)
@@ -126,7 +161,19 @@ class Database(ABC):
     def dead_writers(self) -> dict[str, str]:
         """Threads whose writer died mid-run (it left its mark and holds no lock) → that writer."""
 
+    @abstractmethod
+    def thread_infos(self) -> dict[str, ThreadInfo]:
+        """Every thread record (threads made by a client; others have none), by thread id."""
+
     # writes ---------------------------------------------------------------------------------------
+
+    @abstractmethod
+    def save_thread_info(self, thread_id: str, metadata: dict[str, Any], now: str) -> ThreadInfo:
+        """Create or replace the thread's record (its metadata); `created_at` is kept."""
+
+    @abstractmethod
+    def forget_thread_info(self, thread_id: str) -> None:
+        """Remove the thread's record (the thread was deleted)."""
 
     @abstractmethod
     def remove(self, thread_id: str, checkpoint_ids: list[str] | None, *, dry_run: bool) -> Removal:

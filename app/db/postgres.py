@@ -9,6 +9,7 @@ the blobs no remaining checkpoint of the thread references, and nothing else.
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Callable, Collection, Iterator
 from typing import Any
 
@@ -17,13 +18,17 @@ from langgraph.checkpoint.postgres import PostgresSaver
 from psycopg.rows import tuple_row
 
 from app.db.base import (
+    SAVE_THREAD_INFO,
+    THREAD_INFO_DDL,
     CheckpointRecord,
     Database,
     DeltaChannels,
     Health,
     Removal,
     SpaceReport,
+    ThreadInfo,
     ThreadRow,
+    json_object,
     strict_serializer,
 )
 from app.db.location import DatabaseLocation
@@ -101,6 +106,7 @@ def _setup(conn: psycopg.Connection, saver: PostgresSaver) -> None:
     """The saver's migrations and the writers table."""
     saver.setup()
     ensure_writers_table(conn)
+    conn.execute(THREAD_INFO_DDL)
 
 
 class PostgresDatabase(Database):
@@ -121,6 +127,25 @@ class PostgresDatabase(Database):
 
     def thread_sizes(self) -> dict[str, int]:
         return {thread: int(size or 0) for thread, size in self._rows(THREAD_SIZES_SQL)}
+
+    def thread_infos(self) -> dict[str, ThreadInfo]:
+        rows = self._rows(
+            "SELECT thread_id, metadata, created_at, updated_at FROM waypoint_threads"
+        )
+        return {row[0]: ThreadInfo(row[0], json_object(row[1]), row[2], row[3]) for row in rows}
+
+    def save_thread_info(self, thread_id: str, metadata: dict[str, Any], now: str) -> ThreadInfo:
+        with self.saver.lock, self.conn.transaction(), self.conn.cursor() as cur:
+            cur.execute(SAVE_THREAD_INFO, (thread_id, json.dumps(metadata), now, now))
+            cur.execute(
+                "SELECT created_at FROM waypoint_threads WHERE thread_id = %s", (thread_id,)
+            )
+            row = cur.fetchone()
+        return ThreadInfo(thread_id, metadata, row[0], now)
+
+    def forget_thread_info(self, thread_id: str) -> None:
+        with self.saver.lock, self.conn.cursor() as cur:
+            cur.execute("DELETE FROM waypoint_threads WHERE thread_id = %s", (thread_id,))
 
     def thread_exists(self, thread_id: str) -> bool:
         sql = "SELECT 1 FROM checkpoints WHERE thread_id = %s LIMIT 1"

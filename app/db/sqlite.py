@@ -9,20 +9,25 @@ import os
 import sqlite3
 from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
+from typing import Any
 
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from app.db.base import CheckpointRecord as Record
 from app.db.base import (
+    SAVE_THREAD_INFO,
+    THREAD_INFO_DDL,
     Database,
     DeltaChannels,
     Health,
     Removal,
     SpaceReport,
+    ThreadInfo,
     ThreadRow,
     UnreadableCheckpointError,
+    json_object,
     strict_serializer,
 )
+from app.db.base import CheckpointRecord as Record
 from app.db.location import DatabaseLocation
 from app.db.sqlite_lock import dead_writer, lock_dir
 from app.db.strict import SHAPE_ERRORS, CheckedReads
@@ -217,7 +222,7 @@ class SqliteDatabase(Database):
             f"WHERE {ROOT} ORDER BY checkpoint_id",
             (thread_id,),
         )
-        return [Record(cid, parent, _json_object(meta)) for cid, parent, meta in rows]
+        return [Record(cid, parent, json_object(meta)) for cid, parent, meta in rows]
 
     def writer_paths(self, thread_id: str) -> list[tuple[str, str]]:
         return self._rows(
@@ -262,6 +267,29 @@ class SqliteDatabase(Database):
                 raise UnreadableCheckpointError(str(exc), thread_id, checkpoint_id) from exc
 
         return read
+
+    def thread_infos(self) -> dict[str, ThreadInfo]:
+        if not self._rows("SELECT 1 FROM sqlite_master WHERE name = 'waypoint_threads'"):
+            return {}
+        rows = self._rows(
+            "SELECT thread_id, metadata, created_at, updated_at FROM waypoint_threads"
+        )
+        return {row[0]: ThreadInfo(row[0], json_object(row[1]), row[2], row[3]) for row in rows}
+
+    def save_thread_info(self, thread_id: str, metadata: dict[str, Any], now: str) -> ThreadInfo:
+        with self._transaction(write=True) as conn:
+            conn.execute(THREAD_INFO_DDL)
+            values = (thread_id, json.dumps(metadata), now, now)
+            conn.execute(SAVE_THREAD_INFO.replace("%s", "?"), values)
+            row = conn.execute(
+                "SELECT created_at FROM waypoint_threads WHERE thread_id = ?", (thread_id,)
+            ).fetchone()
+        return ThreadInfo(thread_id, metadata, row[0], now)
+
+    def forget_thread_info(self, thread_id: str) -> None:
+        if self.thread_infos().get(thread_id) is not None:
+            with self._transaction(write=True) as conn:
+                conn.execute("DELETE FROM waypoint_threads WHERE thread_id = ?", (thread_id,))
 
     def health(self) -> Health:
         try:
@@ -341,11 +369,3 @@ class SqliteDatabase(Database):
     def _file_bytes(self) -> int:
         paths = (self.path, self.path.with_name(self.path.name + "-wal"))
         return sum(path.stat().st_size for path in paths if path.exists())
-
-
-def _json_object(text: str | None) -> dict:
-    try:
-        value = json.loads(text or "{}")
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}

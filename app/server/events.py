@@ -6,7 +6,7 @@ import json
 import logging
 from collections.abc import Callable
 
-from app.service.events import Event, NodeFailed, Token, as_json
+from app.service.events import Event, MessageOut, NodeFailed, StateValues, Token, as_json
 
 log = logging.getLogger("waypoint.server")
 
@@ -20,6 +20,10 @@ class EventQueue:
         self._partial: list[str] = []
 
     def emit(self, event: Event) -> None:
+        if isinstance(event, MessageOut | StateValues) or (
+            isinstance(event, Token) and not event.text
+        ):
+            return
         if isinstance(event, Token):
             self._partial.append(event.text)
         if isinstance(event, NodeFailed):

@@ -10,11 +10,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from langgraph.errors import InvalidUpdateError
+
 from app.db import lock_thread
-from app.db.base import Database
-from app.errors import ConflictError, UsageError
+from app.db.base import Database, ThreadInfo, ThreadRow
+from app.errors import ConflictError, ThreadNotFoundError, UsageError
 from app.service.replay import nothing_to_rerun
-from app.service.threads import load_state, thread_graph
+from app.service.threads import checkpoint_time, load_state, reading, thread_config, thread_graph
 from app.service.timetravel import (
     CheckpointIndex,
     CheckpointRow,
@@ -233,28 +235,176 @@ def import_thread(database: Database, data: dict, thread_id: str) -> ImportRepor
 
 
 def delete_thread(database: Database, thread_id: str) -> DeleteReport:
-    """Remove every checkpoint and write of the thread, under its lock."""
+    """Remove every checkpoint and write of the thread, and its record, under its lock."""
+    from app.service.maintenance import DeleteReport
     from app.service.maintenance import delete_thread as delete
 
     with lock_thread(database.location, validate_thread_id(thread_id)):
-        CheckpointIndex(database, thread_id)  # a missing thread is "not found", not "0 deleted"
-        return delete(database, thread_id)
+        recorded = thread_id in database.thread_infos()
+        if not database.thread_exists(thread_id):
+            if not recorded:
+                raise ThreadNotFoundError(thread_id)
+            database.forget_thread_info(thread_id)
+            return DeleteReport(thread_id, 0, 0, 0)
+        report = delete(database, thread_id)
+        database.forget_thread_info(thread_id)
+        return report
 
 
-def create_thread(database: Database, thread_id: str, *, if_exists: str = "raise") -> bool:
-    """An empty thread (one checkpoint, no turns yet). When it exists already: `raise` a conflict,
-    or `do_nothing` and return False."""
-    from app.service.threads import thread_config
-    from graphs.react.graph import build_graph
+@dataclass(frozen=True)
+class ThreadView:
+    """A thread as a LangGraph client sees it: its metadata and when it was made and changed.
+    A thread exists once it has a record (made by a client) or a checkpoint (made by a turn)."""
 
+    thread_id: str
+    metadata: dict
+    created_at: str
+    updated_at: str
+
+
+def thread_views(database: Database) -> list[ThreadView]:
+    """Every thread, the most recently changed first."""
+    infos = database.thread_infos()
+    views = {row.thread_id: _view(row.thread_id, infos, row) for row in database.thread_rows()}
+    for thread_id in infos.keys() - views.keys():
+        views[thread_id] = _view(thread_id, infos, None)
+    return sorted(views.values(), key=lambda v: v.updated_at, reverse=True)
+
+
+def thread_view(database: Database, thread_id: str) -> ThreadView:
+    validate_thread_id(thread_id)
+    infos = database.thread_infos()
+    if not database.thread_exists(thread_id):
+        if thread_id not in infos:
+            raise ThreadNotFoundError(thread_id)
+        return _view(thread_id, infos, None)
+    index = CheckpointIndex(database, thread_id)
+    first, head = index.rows[0], index.head
+    return _view(thread_id, infos, None, first.created_at, head.created_at)
+
+
+def _view(
+    thread_id: str,
+    infos: dict[str, ThreadInfo],
+    row: ThreadRow | None,
+    first: str | None = None,
+    last: str | None = None,
+) -> ThreadView:
+    info = infos.get(thread_id)
+    last = last or (checkpoint_time(row.last_checkpoint) if row else None)
+    created = info.created_at if info else (first or last or "")
+    updated = max(filter(None, [last, info.updated_at if info else None]), default=created)
+    return ThreadView(thread_id, dict(info.metadata) if info else {}, created, updated)
+
+
+def create_thread(
+    database: Database,
+    thread_id: str,
+    *,
+    metadata: dict | None = None,
+    if_exists: str = "raise",
+) -> tuple[ThreadView, bool]:
+    """A new thread with `metadata` and no turns yet (True), or, with `if_exists="do_nothing"`,
+    the existing one unchanged (False); `raise`: an existing thread is a conflict."""
     with lock_thread(database.location, validate_thread_id(thread_id)):
-        if database.thread_exists(thread_id):
+        if database.thread_exists(thread_id) or thread_id in database.thread_infos():
             if if_exists == "do_nothing":
-                return False
+                return thread_view(database, thread_id), False
             raise ConflictError(f"thread {thread_id} already exists")
-        build_graph(database.saver).update_state(
-            thread_config(thread_id, metadata={"created_by": "api"}),
-            {"messages": [], "turn": 0},
-            as_node="finalize",
+        database.save_thread_info(thread_id, metadata or {}, _now())
+    return thread_view(database, thread_id), True
+
+
+def update_thread_metadata(database: Database, thread_id: str, metadata: dict) -> ThreadView:
+    """Merge `metadata` into the thread's (a key set to None is removed)."""
+    with lock_thread(database.location, validate_thread_id(thread_id)):
+        current = thread_view(database, thread_id).metadata
+        merged = {k: v for k, v in {**current, **metadata}.items() if v is not None}
+        database.save_thread_info(thread_id, merged, _now())
+    return thread_view(database, thread_id)
+
+
+def copy_thread(database: Database, thread_id: str, new_id: str) -> ThreadView:
+    """A new thread `new_id` with every checkpoint of `thread_id` (its whole history) and its
+    metadata."""
+    from app.service.archive import export_thread as export
+    from app.service.archive import import_thread as import_
+
+    source = thread_view(database, thread_id)
+    with lock_thread(database.location, validate_thread_id(new_id)):
+        if database.thread_exists(new_id) or new_id in database.thread_infos():
+            raise ConflictError(f"thread {new_id} already exists")
+        if database.thread_exists(thread_id):
+            import_(database, export(database, thread_id), new_id)
+        database.save_thread_info(new_id, source.metadata, _now())
+    return thread_view(database, new_id)
+
+
+def update_state(
+    database: Database,
+    thread_id: str,
+    values: dict | None,
+    *,
+    as_node: str | None = None,
+    checkpoint_id: str | None = None,
+) -> str:
+    """Write `values` to the thread as if `as_node` had (LangGraph's update_state), on top of
+    the head or of `checkpoint_id` (a new branch from there); returns the new checkpoint's id."""
+    with lock_thread(database.location, validate_thread_id(thread_id)):
+        graph = thread_graph(database.saver, thread_id)
+        if checkpoint_id is not None:
+            checkpoint_id = (
+                CheckpointIndex(database, thread_id).resolve(checkpoint_id).checkpoint_id
+            )
+        config = thread_config(thread_id, checkpoint_id, metadata={"updated_by": "api"})
+        try:
+            written = graph.update_state(config, values, as_node=as_node)
+        except (InvalidUpdateError, ValueError, KeyError) as exc:
+            raise UsageError(f"the state update was refused: {exc}") from None
+        return written["configurable"]["checkpoint_id"]
+
+
+def state_history(
+    database: Database,
+    thread_id: str,
+    *,
+    limit: int = 10,
+    before: str | None = None,
+    metadata: dict | None = None,
+) -> list[StateSnapshot]:
+    """The thread's states, newest first (every branch), at most `limit`, older than `before`."""
+    validate_thread_id(thread_id)
+    if not database.thread_exists(thread_id):
+        thread_view(database, thread_id)  # a recorded thread with no turns has no history yet
+        return []
+    graph = thread_graph(database.saver, thread_id)
+    before_config = thread_config(thread_id, before) if before else None
+    with reading(thread_id, "in history"):
+        return list(
+            graph.get_state_history(
+                thread_config(thread_id), filter=metadata, before=before_config, limit=limit
+            )
         )
-    return True
+
+
+def head_state(
+    database: Database, thread_id: str, checkpoint_id: str | None = None
+) -> StateSnapshot | None:
+    """The thread's state at its head (or at `checkpoint_id`); None for a thread with no turns."""
+    validate_thread_id(thread_id)
+    if not database.thread_exists(thread_id):
+        thread_view(database, thread_id)
+        return None
+    graph = thread_graph(database.saver, thread_id)
+    if checkpoint_id is None:
+        return load_state(graph, thread_id)
+    row = CheckpointIndex(database, thread_id).resolve(checkpoint_id)
+    return state_at(graph, thread_id, row.checkpoint_id)
+
+
+def _now() -> str:
+    from datetime import UTC
+
+    from tools.clock import now
+
+    return now().astimezone(UTC).isoformat()

@@ -26,13 +26,15 @@ def by_policy(calls: list[dict], policy: str) -> dict[str, dict]:
 def answer_approvals(
     run: TurnRun, approver: Approver | None, *, just_ran: bool = False
 ) -> StateSnapshot:
-    """Answer every approval the run pauses for; returns the head once nothing is pending.
+    """Answer every approval the run pauses for; returns the head once nothing is pending. With
+    nobody to ask and the policy `ask` (a LangGraph API client), the pause is left for the client
+    to answer with a command, and the paused head is returned.
     `just_ran`: the run was driven right before, so its streamed head can be used."""
     head_cache = run.thread.head
     while True:
         head = head_cache.after_run(run.metadata) if just_ran else head_cache.load()
         calls = pending_approval(head)
-        if not calls:
+        if not calls or (approver is None and run.context.approval == "ask"):
             return head
         decisions = approver(calls) if approver else by_policy(calls, run.context.approval)
         run.drive(Command(resume=decisions))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Sequence
 
@@ -9,6 +10,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import BaseTool
 
 from app.config import Settings
+from app.errors import UsageError
 from app.models import make_chat_model
 from graphs.shared.window import ContextWindow
 from graphs.state import AgentContext
@@ -77,3 +79,18 @@ def model_window(settings: Settings) -> ContextWindow | None:
 
     reply_tokens = getattr(settings, "max_tokens", None)  # the reply's room, when configured
     return endpoint_window(base_url, name, os.environ.get("OPENAI_API_KEY"), reply_tokens)
+
+
+def only_tools(context: AgentContext, names: Sequence[str] | None) -> AgentContext:
+    """The run context with only the tools named (None: all of them); an unknown name is an error
+    listing the ones there are."""
+    if names is None:
+        return context
+    offered = {tool.name for tool in context.tools}
+    unknown = sorted(set(names) - offered)
+    if unknown:
+        raise UsageError(
+            f"unknown tool(s) in the run's context: {', '.join(unknown)}; "
+            f"choose from: {', '.join(sorted(offered))}"
+        )
+    return dataclasses.replace(context, tools=[t for t in context.tools if t.name in names])

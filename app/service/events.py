@@ -7,7 +7,7 @@ the one wire form (`{"event": <name>, ...}`) that `--jsonl` prints and SSE sends
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Literal, Protocol, get_args
 
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
@@ -17,12 +17,35 @@ from app.models.react.model import UNPARSED  # a ReAct reply taken as the answer
 
 @dataclass(frozen=True)
 class Token:
-    """A piece of a model's reply, as it arrives."""
+    """A piece of a model's reply, as it arrives (`chunk` and LangGraph's `metadata` for clients of
+    the LangGraph Server API; `namespace`: the subgraph it came from, () for the graph itself)."""
 
     node: str | None
     text: str
     message_id: str | None = None
+    chunk: BaseMessage | None = field(default=None, repr=False, compare=False)
+    metadata: dict = field(default_factory=dict, repr=False, compare=False)
+    namespace: tuple[str, ...] = ()
     name: ClassVar[str] = "token"
+
+
+@dataclass(frozen=True)
+class MessageOut:
+    """A whole message a node produced without streaming it (a tool's result, mostly)."""
+
+    message: BaseMessage
+    metadata: dict = field(default_factory=dict, repr=False, compare=False)
+    namespace: tuple[str, ...] = ()
+    name: ClassVar[str] = "message"
+
+
+@dataclass(frozen=True)
+class StateValues:
+    """The whole state after a step; only for sinks that ask for it (`wants_values`)."""
+
+    values: dict
+    namespace: tuple[str, ...] = ()
+    name: ClassVar[str] = "values"
 
 
 @dataclass(frozen=True)
@@ -97,6 +120,7 @@ class NodeUpdate:
 
     node: str
     update: Any
+    namespace: tuple[str, ...] = ()
     name: ClassVar[str] = "node"
 
 
@@ -119,6 +143,8 @@ class TurnEnd:
 
 Event = (
     Token
+    | MessageOut
+    | StateValues
     | ToolCallStarted
     | ToolFinished
     | Retry
@@ -137,7 +163,8 @@ CUSTOM_TYPES = frozenset({"tool_call", "tool_result", "retry", "summarized", "er
 
 
 class EventSink(Protocol):
-    """Where a run's events go: the terminal, JSON lines, or a server's event stream."""
+    """Where a run's events go: the terminal, JSON lines, or a server's event stream. A sink with
+    `wants_values = True` also gets the whole state after every step (StateValues)."""
 
     def emit(self, event: Event) -> None: ...
 
@@ -146,17 +173,24 @@ class EventSink(Protocol):
         ...
 
 
-def from_stream(mode: str, payload: Any) -> list[Event]:
-    """The events in one item of LangGraph's stream (`messages`, `custom` or `updates` mode)."""
+def from_stream(mode: str, payload: Any, namespace: tuple[str, ...] = ()) -> list[Event]:
+    """The events in one item of LangGraph's stream (`messages`, `custom`, `updates` or `values`
+    mode); `namespace` is the subgraph the item came from."""
     if mode == "messages":
-        chunk, metadata = payload
-        if isinstance(chunk, AIMessageChunk) and isinstance(chunk.content, str) and chunk.content:
-            return [Token(metadata.get("langgraph_node"), chunk.content, chunk.id)]
-        return []
+        message, metadata = payload
+        if isinstance(message, AIMessageChunk):
+            text = message.content if isinstance(message.content, str) else ""
+            node = metadata.get("langgraph_node")
+            return [Token(node, text, message.id, message, metadata, namespace)]
+        return (
+            [MessageOut(message, metadata, namespace)] if isinstance(message, BaseMessage) else []
+        )
     if mode == "custom":
         return [_custom(payload)] if isinstance(payload, dict) else []
     if mode == "updates":  # a node that wrote nothing (begin_turn, mostly) has nothing to show
-        return [NodeUpdate(node, update) for node, update in payload.items() if update]
+        return [NodeUpdate(node, update, namespace) for node, update in payload.items() if update]
+    if mode == "values":
+        return [StateValues(payload, namespace)] if isinstance(payload, dict) else []
     return []
 
 
@@ -191,6 +225,10 @@ def as_json(event: Event, *, traceback: bool = False) -> dict:
         return {"event": event.name, "name": data.pop("tool"), **data}
     if isinstance(event, NodeUpdate):
         return {"event": "node", "node": event.node, "update": update_dict(event.update)}
+    if isinstance(event, MessageOut):
+        return {"event": "message", "message": message_dict(event.message)}
+    if isinstance(event, StateValues):
+        return {"event": "values", "values": update_dict(event.values)}
     data = {f.name: getattr(event, f.name) for f in fields(event)}
     if isinstance(event, NodeFailed) and not traceback:
         data.pop("traceback")

@@ -83,13 +83,14 @@ class TurnRun:
             self.context,
             f"turn-{thread.thread_id}",
             stop=thread.stop,
+            values=getattr(self.sink, "wants_values", False),
             **options,
         )
         try:
-            for mode, payload in stream:
+            for mode, payload, namespace in stream:
                 thread.head.observe(mode, payload)
                 if mode != CHECKPOINTS_MODE:
-                    for event in from_stream(mode, payload):
+                    for event in from_stream(mode, payload, namespace):
                         self.sink.emit(event)
         except (KeyboardInterrupt, RunCancelled):
             with sigint_ignored():
@@ -100,11 +101,11 @@ class TurnRun:
 
     def finish(self, head: StateSnapshot | None = None) -> TurnResult:
         """The turn's result (from `head`, else the stored head), told to the sink."""
-        values = (head or load_state(self.thread.graph, self.thread.thread_id)).values
+        head = head or load_state(self.thread.graph, self.thread.thread_id)
+        values = head.values
         last = values["messages"][-1] if values.get("messages") else None
         answer = str(last.content) if isinstance(last, AIMessage) else ""
-        result = TurnResult(
-            self.thread.thread_id, self.turn, values.get("status") or "answered", answer
-        )
+        status = "interrupted" if head.interrupts else values.get("status") or "answered"
+        result = TurnResult(self.thread.thread_id, self.turn, status, answer)
         self.sink.emit(TurnEnd(result.thread_id, result.turn, result.status, result.answer))
         return result

@@ -16,7 +16,7 @@ from datetime import datetime
 
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.types import StateSnapshot
+from langgraph.types import Command, StateSnapshot
 
 from app.config import Settings
 from app.db import lock_thread
@@ -33,7 +33,7 @@ from app.service.threads import load_state, thread_config
 from app.store import validate_thread_id
 from graphs.shared.messages import dangling_tool_calls, new_message_id
 from graphs.state import AgentContext
-from graphs.strategies import get_strategy, stored_strategy, strategy_turn_input
+from graphs.strategies import get_strategy, stored_strategy
 from tools.file_tools import sparing
 from tools.memory import MemoryStore
 
@@ -127,7 +127,7 @@ class ChatSession:
             if self.strategy_notice:
                 sink.emit(Notice(self.strategy_notice))
                 self.strategy_notice = ""
-            run.drive(strategy_turn_input(self.strategy, message, turn))
+            run.drive({"messages": [message]})  # begin_turn starts the turn (graphs/shared/turns.py)
             end = answer_approvals(run, approver, just_ran=True)
             result = run.finish(end)
             remember_turn(self.memory, self.user, text, result, end)
@@ -154,6 +154,19 @@ class ChatSession:
             run = self._run(sink, state.values.get("turn", 0), turn_metadata(state))
             answer_approvals(run, approver)
             return run.finish()
+
+    def resume_with(self, answer: object, sink: EventSink) -> TurnResult:
+        """Continue a turn paused for approval with a client's answer (LangGraph's
+        `Command(resume=...)`: {call id: {"action": "approve" | "reject" | "edit", ...}})."""
+        with self._locked():
+            state = load_state(self.graph, self.thread_id)
+            if not pending_approval(state):
+                raise UsageError(
+                    f"thread {self.thread_id} is not waiting for an answer; send input instead"
+                )
+            run = self._run(sink, state.values.get("turn", 0), turn_metadata(state))
+            run.drive(Command(resume=answer))
+            return run.finish(answer_approvals(run, None, just_ran=True))
 
     def replay(
         self,

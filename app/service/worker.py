@@ -37,9 +37,12 @@ def stream_in_worker(
     context: Any,
     name: str,
     stop: threading.Event | None = None,
+    *,
+    values: bool = False,
     **options: Any,
-) -> Iterator[tuple[str, Any]]:
-    """(mode, payload) events of one run: the renderers' modes plus the thread's own checkpoints.
+) -> Iterator[tuple[str, Any, tuple[str, ...]]]:
+    """(mode, payload, namespace) events of one run: the renderers' modes (with `values`, the whole
+    state after each step too) plus the thread's own checkpoints.
     Setting `stop` (from another thread) ends the run at the step in progress: the worker is waited
     for, so nothing of the run is written after RunCancelled is raised."""
     events: queue.Queue = queue.Queue()
@@ -54,7 +57,7 @@ def stream_in_worker(
                 graph_input,
                 config,
                 context=context,
-                stream_mode=[*STREAM_MODES, CHECKPOINTS_MODE],
+                stream_mode=[*STREAM_MODES, *(["values"] if values else []), CHECKPOINTS_MODE],
                 durability="sync",
                 subgraphs=True,
                 **options,
@@ -63,7 +66,7 @@ def stream_in_worker(
                     return
                 if namespace and mode == CHECKPOINTS_MODE:
                     continue  # a subgraph's own checkpoints are never the thread's head
-                events.put(("event", (mode, payload)))
+                events.put(("event", (mode, payload, namespace)))
         except BaseException as exc:  # handed to the consumer, which re-raises it
             events.put(("error", exc))
         else:
@@ -91,9 +94,12 @@ def stream_in_worker(
 
 
 def run_seconds_left(graph_input: Any, context: Any) -> float | None:
-    """A new turn's time budget bounds every model request of its run."""
+    """A new turn's time budget bounds every model request of its run: all of it for a turn
+    that starts now (begin_turn starts it), what is left for one whose input says when it began."""
     if not isinstance(graph_input, dict) or not isinstance(context, AgentContext):
         return None
+    if "turn_started_at" not in graph_input:
+        return context.max_seconds
     return turn_seconds_left(graph_input, context)
 
 

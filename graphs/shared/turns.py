@@ -1,8 +1,9 @@
 """`begin_turn`: the first node of every strategy's graph. A new user message that no input began
 as a turn (a LangGraph server's client sends just `{"messages": [...]}`) starts one here: the turn
-number goes up and every per-turn counter and the strategy's own fields are reset. The application's
-front ends send the resets with the message (graphs/strategies.strategy_turn_input), so for them this
-node writes nothing."""
+number goes up and every per-turn counter and the strategy's own fields are reset. It is the one
+place a turn begins: the application sends just the message too. An input that carries the resets
+itself (graphs/strategies.strategy_turn_input, as tests do) has begun the turn: then this node
+writes nothing."""
 
 from __future__ import annotations
 

@@ -1,0 +1,488 @@
+"""Runs: a thread's turn (or its resumption, or a replay from a checkpoint) in a worker thread,
+its events kept for whoever streams or joins it. Streamed (`runs/stream`), waited for
+(`runs/wait`) or in the background (`runs`, then `join`, `get`, `list`, `cancel`).
+
+A run goes through the same ChatSession as a terminal turn: the thread's lock, crash repair,
+approvals as interrupts, Ctrl-C's close when it is cancelled. Runs on one thread follow each other:
+`multitask_strategy` reject (409 while one runs), enqueue (wait for it: the default, as in
+LangGraph) or interrupt (cancel it first). Runs are kept in this process's memory."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from app.config import Settings
+from app.errors import AppError, ConflictError, NotFoundError, UsageError
+from app.server.errors import ForbiddenError, error_body
+from app.server.standard.assistants import assistant
+from app.server.standard.wire import jsonable, user_text
+from app.service import api
+from app.service.context import only_tools
+from app.service.events import (
+    Event,
+    MessageOut,
+    NodeFailed,
+    NodeUpdate,
+    StateValues,
+    Token,
+    as_json,
+)
+from app.service.runtime import Runtime, open_runtime
+from app.service.session import ChatSession, TurnInterrupted
+from graphs.spec import RunSpec
+
+log = logging.getLogger("waypoint.server")
+
+StreamMode = Literal["values", "updates", "messages-tuple", "custom"]
+SUPPORTED_MODES = ("values", "updates", "messages-tuple", "custom")
+END = "__end__"
+MAX_KEPT_EVENTS = 20_000  # per run, for late joiners; a longer run keeps its newest ones
+
+
+class RunRequest(BaseModel):
+    """A run as the SDKs send it. Fields the server does not use (webhook, feedback_keys,
+    stream_resumable, durability, …) are accepted and ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    assistant_id: str
+    input: Any = None
+    command: dict | None = None
+    config: dict | None = None
+    context: dict | None = None
+    metadata: dict | None = None
+    stream_mode: list[StreamMode] = Field(default_factory=lambda: ["values"])
+    stream_subgraphs: bool = False
+    checkpoint_id: str | None = None
+    checkpoint: dict | None = None
+    multitask_strategy: Literal["reject", "enqueue", "interrupt"] | None = None
+    if_not_exists: Literal["reject", "create"] = "reject"
+    on_disconnect: Literal["cancel", "continue"] = "continue"
+    interrupt_before: Any = None
+    interrupt_after: Any = None
+    # Waypoint's own: from an earlier checkpoint, leave the workspace files as they are
+    # (`keep_files`) or overwrite those changed outside Waypoint (`force`); a replay re-runs tools
+    # with side effects with `confirm` (else only with the approval policy auto).
+    keep_files: bool = False
+    force: bool = False
+    confirm: bool | None = None
+
+    @field_validator("stream_mode", mode="before")
+    @classmethod
+    def _modes(cls, value: Any) -> Any:
+        modes = [value] if isinstance(value, str) else value or ["values"]
+        for mode in modes:
+            if mode not in SUPPORTED_MODES:
+                raise ValueError(
+                    f"stream mode {mode!r} is not supported; use any of {', '.join(SUPPORTED_MODES)}"
+                )
+        return modes
+
+    @field_validator("interrupt_before", "interrupt_after")
+    @classmethod
+    def _no_breakpoints(cls, value: Any) -> Any:
+        if value:
+            raise ValueError(
+                "breakpoints are not supported; risky tool calls interrupt by themselves"
+            )
+        return value
+
+    @property
+    def start_checkpoint(self) -> str | None:
+        return self.checkpoint_id or (self.checkpoint or {}).get("checkpoint_id")
+
+    @property
+    def chosen(self) -> set[str]:
+        """The run-context fields the client set (the others are the server's)."""
+        return set(self.context or {})
+
+    def spec(self) -> RunSpec:
+        try:
+            return RunSpec(**(self.context or {}))
+        except ValidationError as exc:
+            raise UsageError(f"context: {_problems(exc)}") from None
+
+
+@dataclass
+class Run:
+    """One run and the events it has produced (for streams that join it late)."""
+
+    run_id: str
+    thread_id: str
+    assistant_id: str
+    metadata: dict
+    multitask_strategy: str
+    kwargs: dict
+    created_at: str = field(default_factory=lambda: _now())
+    updated_at: str = field(default_factory=lambda: _now())
+    status: str = "pending"
+    values: Any = None
+    error: AppError | None = None
+    stop: threading.Event = field(default_factory=threading.Event)
+    done: threading.Event = field(default_factory=threading.Event)
+    started: threading.Event = field(default_factory=threading.Event)
+    events: list[tuple[str, Any]] = field(default_factory=list)
+    listeners: list[Callable[[tuple[str, Any]], None]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def publish(self, name: str, data: Any) -> None:
+        with self.lock:
+            self.events.append((name, data))
+            del self.events[:-MAX_KEPT_EVENTS]
+            listeners = list(self.listeners)
+        for listener in listeners:
+            listener((name, data))
+
+    def subscribe(self, listener: Callable[[tuple[str, Any]], None]) -> list[tuple[str, Any]]:
+        """Add a listener; returns the events so far (given to it by the caller)."""
+        with self.lock:
+            self.listeners.append(listener)
+            return list(self.events)
+
+    def unsubscribe(self, listener: Callable[[tuple[str, Any]], None]) -> None:
+        with self.lock, contextlib.suppress(ValueError):
+            self.listeners.remove(listener)
+
+    def set_status(self, status: str) -> None:
+        self.status, self.updated_at = status, _now()
+
+    def as_json(self) -> dict:
+        return {
+            "run_id": self.run_id,
+            "thread_id": self.thread_id,
+            "assistant_id": self.assistant_id,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "status": self.status,
+            "metadata": self.metadata,
+            "kwargs": self.kwargs,
+            "multitask_strategy": self.multitask_strategy,
+        }
+
+
+class Runs:
+    """The runs of this server process, by id, and the gate that orders a thread's runs."""
+
+    def __init__(self) -> None:
+        self._runs: dict[str, Run] = {}
+        self._gates: dict[str, threading.Lock] = {}
+        self._lock = threading.Lock()
+
+    def add(self, run: Run) -> None:
+        with self._lock:
+            self._runs[run.run_id] = run
+
+    def get(self, thread_id: str, run_id: str) -> Run:
+        with self._lock:
+            run = self._runs.get(run_id)
+        if run is None or run.thread_id != thread_id:
+            raise NotFoundError(f"run {run_id} of thread {thread_id} does not exist")
+        return run
+
+    def of_thread(self, thread_id: str) -> list[Run]:
+        with self._lock:
+            runs = [r for r in self._runs.values() if r.thread_id == thread_id]
+        return sorted(runs, key=lambda r: r.created_at, reverse=True)
+
+    def active(self, thread_id: str) -> Run | None:
+        return next((r for r in self.of_thread(thread_id) if not r.done.is_set()), None)
+
+    def forget_thread(self, thread_id: str) -> None:
+        with self._lock:
+            for run_id in [k for k, r in self._runs.items() if r.thread_id == thread_id]:
+                del self._runs[run_id]
+
+    def gate(self, thread_id: str) -> threading.Lock:
+        with self._lock:
+            return self._gates.setdefault(thread_id, threading.Lock())
+
+    def cancel(self, run: Run, wait: bool = False) -> None:
+        run.stop.set()
+        if wait:
+            run.done.wait()
+
+    def wait_all(self, timeout: float) -> None:
+        """At shutdown: let running turns finish their step and close (they hold thread locks)."""
+        with self._lock:
+            running = [r for r in self._runs.values() if not r.done.is_set()]
+        for run in running:
+            run.done.wait(timeout)
+
+
+def start_run(settings: Settings, runs: Runs, thread_id: str, request: RunRequest) -> Run:
+    """Check the request, make the run and start its worker. Problems a client can fix (a bad
+    context, a missing thread, a busy one with `reject`) are raised here, before anything runs."""
+    found = assistant(request.assistant_id)
+    spec = request.spec()
+    if request.command is not None and set(request.command) - {"resume"}:
+        raise UsageError(
+            'only command.resume is supported (answer an interrupt with {"resume": …})'
+        )
+    if request.input is None and request.command is None and request.start_checkpoint is None:
+        raise UsageError('send "input", a "command" to resume, or a "checkpoint_id" to re-run from')
+    if request.input is not None:
+        user_text(request.input)  # a bad input is a 400 now, not an error event later
+    policy = _policy(settings, spec, request.chosen)
+    _thread_must_exist(settings, thread_id, request.if_not_exists)
+    strategy = request.multitask_strategy or "enqueue"
+    active = runs.active(thread_id)
+    if active is not None and strategy == "reject":
+        raise ConflictError(
+            f"thread {thread_id} is running run {active.run_id}; wait for it, or send "
+            '"multitask_strategy": "enqueue" or "interrupt"'
+        )
+    if active is not None and strategy == "interrupt":
+        runs.cancel(active)
+    run = Run(
+        str(uuid.uuid4()),
+        thread_id,
+        found.assistant_id,
+        request.metadata or {},
+        strategy,
+        request.model_dump(exclude_none=True, include={"input", "command", "context", "config"}),
+    )
+    runs.add(run)
+    worker = threading.Thread(
+        target=_work,
+        args=(settings, runs, run, request, spec, policy, found.strategy),
+        name=f"run-{run.run_id[:8]}",
+        daemon=True,
+    )
+    worker.start()
+    return run
+
+
+def _policy(settings: Settings, spec: RunSpec, chosen: set[str]) -> str:
+    """The run's approval policy: the context's, else the server's (APP_APPROVE), else ask (the
+    run pauses with an interrupt). Auto-approving needs a server started with --approve auto."""
+    policy = spec.approval if "approval" in chosen else None
+    policy = policy or settings.approve or "ask"
+    if policy == "auto" and settings.approve != "auto":
+        raise ForbiddenError(
+            "this server does not auto-approve risky tool calls; start it with --approve auto "
+            "(or APP_APPROVE=auto), or use approval ask and answer the interrupts"
+        )
+    return policy
+
+
+def _thread_must_exist(settings: Settings, thread_id: str, if_not_exists: str) -> None:
+    from app.db import open_database
+
+    with open_database(settings.database, settings.busy_timeout) as database:
+        if database.thread_exists(thread_id) or thread_id in database.thread_infos():
+            return
+        if if_not_exists == "create":
+            api.create_thread(database, thread_id, if_exists="do_nothing")
+            return
+    raise NotFoundError(
+        f"thread {thread_id} does not exist; create it with POST /threads, "
+        'or send "if_not_exists": "create"'
+    )
+
+
+def _work(
+    settings: Settings,
+    runs: Runs,
+    run: Run,
+    request: RunRequest,
+    spec: RunSpec,
+    policy: str,
+    strategy: str,
+) -> None:
+    gate = runs.gate(run.thread_id)
+    run.publish("metadata", {"run_id": run.run_id, "attempt": 1})
+    try:
+        with gate:
+            if run.stop.is_set():
+                raise TurnInterrupted("the run was cancelled before it started")
+            run.set_status("running")
+            with _runtime(settings, spec, policy, request.chosen) as runtime:
+                session = runtime.session(run.thread_id, _strategy_of(request, strategy))
+                session.stop = run.stop
+                sink = StandardSink(run, request.stream_mode, request.stream_subgraphs)
+                _dispatch(runtime, session, sink, request, settings)
+        run.set_status("success")
+    except TurnInterrupted:
+        run.set_status("interrupted")
+    except AppError as exc:
+        _fail(run, exc)
+    except Exception as exc:  # a bug: logged with its traceback, reported without it
+        log.exception("run %s on thread %s failed", run.run_id, run.thread_id)
+        _fail(run, AppError(f"internal error: {type(exc).__name__}; see the server log"))
+    finally:
+        run.values = _final_values(settings, run.thread_id)
+        run.done.set()
+        run.publish(END, None)
+
+
+def _final_values(settings: Settings, thread_id: str) -> Any:
+    """The thread's values after the run (what `wait` and `join` answer)."""
+    from app.db import open_database
+
+    try:
+        with open_database(settings.database, settings.busy_timeout) as database:
+            head = api.head_state(database, thread_id)
+    except AppError:
+        return None
+    return jsonable(head.values) if head is not None else {}
+
+
+def _fail(run: Run, error: AppError) -> None:
+    run.error = error
+    run.set_status("error")
+    run.publish("error", {"error": type(error).__name__, "message": str(error)})
+
+
+def _strategy_of(request: RunRequest, strategy: str) -> str | None:
+    """The assistant's strategy for a new turn; a resumption or replay continues the thread's."""
+    return strategy if request.input is not None else None
+
+
+@contextlib.contextmanager
+def _runtime(settings: Settings, spec: RunSpec, policy: str, chosen: set[str]) -> Iterator[Runtime]:
+    """The server's runtime with what the run's context chose (only the keys it sent)."""
+    overrides = {
+        name: getattr(spec, name)
+        for name in (
+            "model",
+            "max_iterations",
+            "max_retries",
+            "max_seconds",
+            "max_tokens_per_turn",
+            "max_trials",
+            "user",
+        )
+        if name in chosen
+    }
+    run_settings = settings.model_copy(update=overrides)
+    with open_runtime(run_settings, approval=policy) as runtime:
+        if spec.tools is None:
+            yield runtime
+            return
+        context = only_tools(runtime.context, spec.tools)
+        yield Runtime(runtime.settings, runtime.database, runtime.memory, runtime.user, context)
+
+
+def _dispatch(
+    runtime: Runtime,
+    session: ChatSession,
+    sink: StandardSink,
+    request: RunRequest,
+    settings: Settings,
+) -> None:
+    if request.command is not None:
+        session.resume_with(request.command.get("resume"), sink)
+        return
+    checkpoint = request.start_checkpoint
+    if request.input is None:
+        # Re-run from an earlier checkpoint (a replay): side effects again only with auto.
+        auto = session.context.approval == "auto"
+        start = api.prepare_replay(
+            runtime.database, session.thread_id, checkpoint or "", workspace=settings.workspace
+        )
+        session.replay(start.row.checkpoint_id, sink, lambda calls: auto, start.spared)
+        return
+    if checkpoint is not None:  # new input from an earlier checkpoint: a branch from there
+        api.rollback(
+            runtime.database, session.thread_id, checkpoint=checkpoint, workspace=settings.workspace
+        )
+    session.run_turn(user_text(request.input), sink)
+
+
+class StandardSink:
+    """A run's events in LangGraph's stream modes, published on the run."""
+
+    wants_values = True
+
+    def __init__(self, run: Run, modes: list[str], subgraphs: bool) -> None:
+        self.run, self.modes, self.subgraphs = run, set(modes), subgraphs
+        self._partial: list[str] = []
+
+    def partial_answer(self) -> str:
+        return "".join(self._partial)
+
+    def emit(self, event: Event) -> None:
+        if isinstance(event, Token) and event.text:
+            self._partial.append(event.text)
+        mode, data, namespace = self._wire(event)
+        if mode is None or mode_name(mode) not in self.modes:
+            return
+        if namespace and not self.subgraphs:
+            return
+        self.run.publish("|".join([mode, *namespace]) if namespace else mode, data)
+
+    def _wire(self, event: Event) -> tuple[str | None, Any, tuple[str, ...]]:
+        if isinstance(event, Token):
+            return "messages", [jsonable(event.chunk), jsonable(event.metadata)], event.namespace
+        if isinstance(event, MessageOut):
+            return "messages", [jsonable(event.message), jsonable(event.metadata)], event.namespace
+        if isinstance(event, StateValues):
+            return "values", jsonable(event.values), event.namespace
+        if isinstance(event, NodeUpdate):
+            return "updates", {event.node: jsonable(event.update)}, event.namespace
+        if isinstance(event, NodeFailed):
+            log.error("internal error in node %s:\n%s", event.node, event.traceback)
+        wire = as_json(event)  # Waypoint's own events: tool cards, retries, notices, the end
+        return "custom", {"type": wire.pop("event"), **wire}, ()
+
+
+def mode_name(event: str) -> str:
+    return "messages-tuple" if event == "messages" else event
+
+
+async def stream_events(run: Run, *, cancel_on_disconnect: bool) -> AsyncIterator[tuple[str, Any]]:
+    """The run's events from the first one, live, until it ends; a client that goes away only
+    detaches (or cancels the run, with on_disconnect=cancel)."""
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue = asyncio.Queue()
+
+    def listen(item: tuple[str, Any]) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop closed: nobody is listening
+            loop.call_soon_threadsafe(queue.put_nowait, item)
+
+    for item in run.subscribe(listen):
+        queue.put_nowait(item)
+    try:
+        while True:
+            name, data = await queue.get()
+            if name == END:
+                return
+            yield name, data
+    finally:
+        run.unsubscribe(listen)
+        if cancel_on_disconnect and not run.done.is_set():
+            run.stop.set()
+
+
+async def first_problem(run: Run) -> AppError | None:
+    """Wait until the run has produced something besides its metadata (or ended); the error it
+    ended with before producing anything, so a route can answer it as a plain HTTP error."""
+    while not run.done.is_set() and len(run.events) < 2:
+        await asyncio.sleep(0.01)
+    has_output = any(name not in ("metadata", "error", END) for name, _ in run.events)
+    return run.error if run.error is not None and not has_output else None
+
+
+def error_event(error: AppError) -> dict:
+    return {"error": type(error).__name__, "message": error_body(error)["detail"]}
+
+
+def _problems(exc: ValidationError) -> str:
+    return "; ".join(
+        f"{'.'.join(str(p) for p in e['loc'])}: {str(e['msg']).removeprefix('Value error, ')}"
+        for e in exc.errors()
+    )
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()

@@ -1,0 +1,361 @@
+"""Threads and their runs, as the LangGraph Server API has them: create (with metadata), get,
+search, update, copy, delete; the state at the head or a checkpoint, update_state, history; and the
+runs routes (stream, wait, background, join, cancel) over runs.py."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Body, Query, Request, Response
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.config import Settings
+from app.db import open_database
+from app.errors import NotFoundError, UsageError
+from app.server.events import sse
+from app.server.params import ThreadId
+from app.server.standard.runs import (
+    Run,
+    RunRequest,
+    Runs,
+    error_event,
+    first_problem,
+    start_run,
+    stream_events,
+)
+from app.server.standard.wire import jsonable, state_json, state_values, task_interrupts
+from app.service import api
+from app.service.api import ThreadView
+
+SSE_RESPONSE = {200: {"content": {"text/event-stream": {}}, "description": "Server-Sent Events"}}
+
+
+class ThreadCreate(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    thread_id: str | None = Field(None, description="1-64 of [A-Za-z0-9._-]; a UUID if omitted")
+    metadata: dict[str, Any] | None = None
+    if_exists: Literal["raise", "do_nothing"] = "raise"
+
+
+class ThreadSearch(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    metadata: dict[str, Any] | None = None
+    values: dict[str, Any] | None = None
+    ids: list[str] | None = None
+    status: Literal["idle", "busy", "interrupted", "error"] | None = None
+    limit: int = Field(10, ge=1, le=1000)
+    offset: int = Field(0, ge=0)
+    sort_by: Literal["thread_id", "created_at", "updated_at"] | None = None
+    sort_order: Literal["asc", "desc"] | None = None
+
+
+class ThreadPatch(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class StateUpdate(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    values: Any = None
+    as_node: str | None = None
+    checkpoint: dict | None = None
+    checkpoint_id: str | None = None
+
+
+class HistoryRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    limit: int = Field(10, ge=1, le=1000)
+    before: dict | str | None = None
+    metadata: dict[str, Any] | None = None
+    checkpoint: dict | None = None
+
+
+class CheckpointRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    checkpoint: dict = Field(default_factory=dict)
+    subgraphs: bool = False
+
+
+def routes() -> APIRouter:
+    api_router = APIRouter()
+
+    def settings_of(request: Request) -> Settings:
+        return request.app.state.settings
+
+    def runs_of(request: Request) -> Runs:
+        return request.app.state.runs
+
+    def thread_json(request: Request, database: Any, view: ThreadView) -> dict:
+        head = api.head_state(database, view.thread_id)
+        return {
+            "thread_id": view.thread_id,
+            "created_at": view.created_at,
+            "updated_at": view.updated_at,
+            "state_updated_at": view.updated_at,
+            "metadata": view.metadata,
+            "status": _status(runs_of(request), view.thread_id, head),
+            "config": {},
+            "values": jsonable(head.values) if head is not None else None,
+            "interrupts": task_interrupts(head),
+        }
+
+    @api_router.post("/threads", tags=["threads"])
+    def create_thread(
+        request: Request, body: Annotated[ThreadCreate | None, Body()] = None
+    ) -> dict:
+        body = body or ThreadCreate()
+        settings = settings_of(request)
+        thread_id = body.thread_id or str(uuid.uuid4())
+        with open_database(settings.database, settings.busy_timeout) as database:
+            view, _ = api.create_thread(
+                database, thread_id, metadata=body.metadata, if_exists=body.if_exists
+            )
+            return thread_json(request, database, view)
+
+    @api_router.post("/threads/search", tags=["threads"])
+    def search_threads(
+        request: Request, body: Annotated[ThreadSearch | None, Body()] = None
+    ) -> list:
+        body = body or ThreadSearch()
+        settings = settings_of(request)
+        with open_database(settings.database, settings.busy_timeout) as database:
+            views = _matching(api.thread_views(database), body)
+            found = [thread_json(request, database, v) for v in views]
+        found = [t for t in found if _selected(t, body)]
+        return found[body.offset : body.offset + body.limit]
+
+    @api_router.post("/threads/count", tags=["threads"])
+    def count_threads(request: Request, body: Annotated[ThreadSearch | None, Body()] = None) -> int:
+        body = (body or ThreadSearch()).model_copy(update={"limit": 1000, "offset": 0})
+        return len(search_threads(request, body))
+
+    @api_router.get("/threads/{thread_id}", tags=["threads"])
+    def get_thread(request: Request, thread_id: ThreadId) -> dict:
+        settings = settings_of(request)
+        with open_database(settings.database, settings.busy_timeout) as database:
+            return thread_json(request, database, api.thread_view(database, thread_id))
+
+    @api_router.patch("/threads/{thread_id}", tags=["threads"])
+    def update_thread(request: Request, thread_id: ThreadId, body: ThreadPatch) -> dict:
+        settings = settings_of(request)
+        with open_database(settings.database, settings.busy_timeout) as database:
+            view = api.update_thread_metadata(database, thread_id, body.metadata)
+            return thread_json(request, database, view)
+
+    @api_router.delete("/threads/{thread_id}", status_code=204, tags=["threads"])
+    def delete_thread(request: Request, thread_id: ThreadId) -> Response:
+        settings = settings_of(request)
+        with open_database(settings.database, settings.busy_timeout) as database:
+            api.delete_thread(database, thread_id)
+        runs_of(request).forget_thread(thread_id)
+        return Response(status_code=204)
+
+    @api_router.post("/threads/{thread_id}/copy", tags=["threads"])
+    def copy_thread(request: Request, thread_id: ThreadId) -> dict:
+        settings = settings_of(request)
+        with open_database(settings.database, settings.busy_timeout) as database:
+            view = api.copy_thread(database, thread_id, str(uuid.uuid4()))
+            return thread_json(request, database, view)
+
+    @api_router.get("/threads/{thread_id}/state", tags=["state"])
+    def get_state(request: Request, thread_id: ThreadId, subgraphs: bool = False) -> dict:
+        return _state(settings_of(request), thread_id, None)
+
+    @api_router.get("/threads/{thread_id}/state/{checkpoint_id}", tags=["state"])
+    def get_state_at(
+        request: Request, thread_id: ThreadId, checkpoint_id: str, subgraphs: bool = False
+    ) -> dict:
+        return _state(settings_of(request), thread_id, checkpoint_id)
+
+    @api_router.post("/threads/{thread_id}/state/checkpoint", tags=["state"])
+    def get_state_at_checkpoint(
+        request: Request, thread_id: ThreadId, body: CheckpointRequest
+    ) -> dict:
+        return _state(settings_of(request), thread_id, body.checkpoint.get("checkpoint_id"))
+
+    @api_router.post("/threads/{thread_id}/state", tags=["state"])
+    def update_state(request: Request, thread_id: ThreadId, body: StateUpdate) -> dict:
+        """Write values as `as_node` would, on the head or on `checkpoint` (a branch from it)."""
+        settings = settings_of(request)
+        checkpoint_id = body.checkpoint_id or (body.checkpoint or {}).get("checkpoint_id")
+        with open_database(settings.database, settings.busy_timeout) as database:
+            written = api.update_state(
+                database,
+                thread_id,
+                state_values(body.values),
+                as_node=body.as_node,
+                checkpoint_id=checkpoint_id,
+            )
+        return {
+            "checkpoint": {"thread_id": thread_id, "checkpoint_ns": "", "checkpoint_id": written}
+        }
+
+    @api_router.get("/threads/{thread_id}/history", tags=["state"])
+    def history_get(
+        request: Request,
+        thread_id: ThreadId,
+        limit: Annotated[int, Query(ge=1, le=1000)] = 10,
+        before: str | None = None,
+    ) -> list:
+        return _history(settings_of(request), thread_id, HistoryRequest(limit=limit, before=before))
+
+    @api_router.post("/threads/{thread_id}/history", tags=["state"])
+    def history_post(
+        request: Request, thread_id: ThreadId, body: Annotated[HistoryRequest | None, Body()] = None
+    ) -> list:
+        return _history(settings_of(request), thread_id, body or HistoryRequest())
+
+    @api_router.post("/threads/{thread_id}/runs/stream", responses=SSE_RESPONSE, tags=["runs"])
+    async def stream_run(request: Request, thread_id: ThreadId, body: RunRequest):  # type: ignore[no-untyped-def]
+        """A run, streamed as Server-Sent Events in the requested stream modes."""
+        run = await asyncio.to_thread(
+            start_run, settings_of(request), runs_of(request), thread_id, body
+        )
+        problem = await first_problem(run)
+        if problem is not None:
+            raise problem
+        return _sse(run, cancel_on_disconnect=body.on_disconnect == "cancel")
+
+    @api_router.post("/threads/{thread_id}/runs/wait", tags=["runs"])
+    async def wait_run(request: Request, thread_id: ThreadId, body: RunRequest):  # type: ignore[no-untyped-def]
+        """A run, answered with the thread's values when it ends."""
+        run = await asyncio.to_thread(
+            start_run, settings_of(request), runs_of(request), thread_id, body
+        )
+        await asyncio.to_thread(run.done.wait)
+        return _outcome(run)
+
+    @api_router.post("/threads/{thread_id}/runs", tags=["runs"])
+    async def create_run(request: Request, thread_id: ThreadId, body: RunRequest) -> dict:
+        """A run in the background: join, get, list or cancel it by id."""
+        run = await asyncio.to_thread(
+            start_run, settings_of(request), runs_of(request), thread_id, body
+        )
+        return run.as_json()
+
+    @api_router.get("/threads/{thread_id}/runs", tags=["runs"])
+    def list_runs(
+        request: Request,
+        thread_id: ThreadId,
+        limit: Annotated[int, Query(ge=1, le=1000)] = 10,
+        offset: Annotated[int, Query(ge=0)] = 0,
+        status: str | None = None,
+    ) -> list:
+        found = [r.as_json() for r in runs_of(request).of_thread(thread_id)]
+        found = [r for r in found if status in (None, r["status"])]
+        return found[offset : offset + limit]
+
+    @api_router.get("/threads/{thread_id}/runs/{run_id}", tags=["runs"])
+    def get_run(request: Request, thread_id: ThreadId, run_id: str) -> dict:
+        return runs_of(request).get(thread_id, run_id).as_json()
+
+    @api_router.get("/threads/{thread_id}/runs/{run_id}/join", tags=["runs"])
+    async def join_run(request: Request, thread_id: ThreadId, run_id: str):  # type: ignore[no-untyped-def]
+        run = runs_of(request).get(thread_id, run_id)
+        await asyncio.to_thread(run.done.wait)
+        return _outcome(run)
+
+    @api_router.get(
+        "/threads/{thread_id}/runs/{run_id}/stream", responses=SSE_RESPONSE, tags=["runs"]
+    )
+    def join_stream(request: Request, thread_id: ThreadId, run_id: str) -> StreamingResponse:
+        """The run's events from its start, then live until it ends."""
+        return _sse(runs_of(request).get(thread_id, run_id), cancel_on_disconnect=False)
+
+    @api_router.post("/threads/{thread_id}/runs/{run_id}/cancel", status_code=202, tags=["runs"])
+    async def cancel_run(
+        request: Request,
+        thread_id: ThreadId,
+        run_id: str,
+        wait: bool = False,
+        action: Literal["interrupt"] = "interrupt",
+    ) -> dict:
+        """Stop the run after its current step, as Ctrl-C does in the terminal."""
+        run = runs_of(request).get(thread_id, run_id)
+        run.stop.set()
+        if wait:
+            await asyncio.to_thread(run.done.wait)
+        return run.as_json()
+
+    @api_router.delete("/threads/{thread_id}/runs/{run_id}", status_code=204, tags=["runs"])
+    def delete_run(request: Request, thread_id: ThreadId, run_id: str) -> Response:
+        run = runs_of(request).get(thread_id, run_id)
+        if not run.done.is_set():
+            raise UsageError(f"run {run_id} is still running; cancel it first")
+        return Response(status_code=204)
+
+    return api_router
+
+
+def _state(settings: Settings, thread_id: str, checkpoint_id: str | None) -> dict:
+    with open_database(settings.database, settings.busy_timeout) as database:
+        return state_json(api.head_state(database, thread_id, checkpoint_id))
+
+
+def _history(settings: Settings, thread_id: str, body: HistoryRequest) -> list:
+    before = body.before.get("checkpoint_id") if isinstance(body.before, dict) else body.before
+    with open_database(settings.database, settings.busy_timeout) as database:
+        states = api.state_history(
+            database, thread_id, limit=body.limit, before=before, metadata=body.metadata
+        )
+    return [state_json(s) for s in states]
+
+
+def _status(runs: Runs, thread_id: str, head: Any) -> str:
+    active = runs.active(thread_id)
+    if active is not None:
+        return "busy"
+    if head is not None and head.interrupts:
+        return "interrupted"
+    last = next(iter(runs.of_thread(thread_id)), None)
+    return "error" if last is not None and last.status == "error" else "idle"
+
+
+def _matching(views: list[ThreadView], body: ThreadSearch) -> list[ThreadView]:
+    wanted = body.metadata or {}
+    found = [
+        v
+        for v in views
+        if all(v.metadata.get(k) == value for k, value in wanted.items())
+        and (body.ids is None or v.thread_id in body.ids)
+    ]
+    if body.sort_by:
+        found.sort(key=lambda v: getattr(v, body.sort_by), reverse=body.sort_order != "asc")
+    return found
+
+
+def _selected(thread: dict, body: ThreadSearch) -> bool:
+    values = thread["values"] or {}
+    return (body.status is None or thread["status"] == body.status) and all(
+        values.get(k) == v for k, v in (body.values or {}).items()
+    )
+
+
+def _sse(run: Run, *, cancel_on_disconnect: bool) -> StreamingResponse:
+    async def frames():  # type: ignore[no-untyped-def]
+        async for name, data in stream_events(run, cancel_on_disconnect=cancel_on_disconnect):
+            yield sse(name, data)
+
+    headers = {
+        "Cache-Control": "no-cache",
+        "X-Accel-Buffering": "no",
+        "Content-Location": f"/threads/{run.thread_id}/runs/{run.run_id}",
+    }
+    return StreamingResponse(frames(), media_type="text/event-stream", headers=headers)
+
+
+def _outcome(run: Run) -> Any:
+    if run.error is not None:
+        return JSONResponse({"__error__": error_event(run.error)}, status_code=200)
+    if run.values is None:
+        raise NotFoundError(f"run {run.run_id} ended without a state (status {run.status})")
+    return run.values

@@ -1,0 +1,134 @@
+"""LangGraph's wire shapes: states, threads, checkpoints and messages as JSON, and a run's input
+read back. Messages travel as their pydantic dump (`type`, `content`, `id`, `tool_calls`, …)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.messages import BaseMessage, HumanMessage, convert_to_messages
+from langgraph.types import Interrupt, StateSnapshot
+
+from app.errors import UsageError
+
+MAX_INPUT_MESSAGES = 100
+
+
+def jsonable(value: Any) -> Any:
+    """`value` with messages and interrupts turned into JSON data (anything else unknown: text)."""
+    if isinstance(value, BaseMessage):
+        return value.model_dump(mode="json")
+    if isinstance(value, Interrupt):
+        return interrupt_json(value)
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return str(value)
+
+
+def interrupt_json(interrupt: Interrupt) -> dict:
+    return {"value": jsonable(interrupt.value), "id": interrupt.id}
+
+
+def checkpoint_json(config: dict | None) -> dict | None:
+    configurable = (config or {}).get("configurable") or {}
+    if not configurable.get("thread_id") or not configurable.get("checkpoint_id"):
+        return None
+    return {
+        "thread_id": configurable["thread_id"],
+        "checkpoint_ns": configurable.get("checkpoint_ns") or "",
+        "checkpoint_id": configurable["checkpoint_id"],
+    }
+
+
+def state_json(snapshot: StateSnapshot | None) -> dict:
+    """A thread state as LangGraph's `get_state` returns it (an empty one for a thread with no
+    turns yet)."""
+    if snapshot is None:
+        return {
+            "values": {},
+            "next": [],
+            "tasks": [],
+            "metadata": None,
+            "created_at": None,
+            "checkpoint": None,
+            "parent_checkpoint": None,
+            "interrupts": [],
+            "checkpoint_id": None,
+            "parent_checkpoint_id": None,
+        }
+    checkpoint = checkpoint_json(snapshot.config)
+    parent = checkpoint_json(snapshot.parent_config)
+    return {
+        "values": jsonable(snapshot.values),
+        "next": list(snapshot.next),
+        "tasks": [
+            {
+                "id": task.id,
+                "name": task.name,
+                "path": jsonable(task.path),
+                "error": str(task.error) if task.error else None,
+                "interrupts": [interrupt_json(i) for i in task.interrupts],
+                "checkpoint": None,
+                "state": None,
+                "result": jsonable(getattr(task, "result", None)),
+            }
+            for task in snapshot.tasks
+        ],
+        "metadata": jsonable(snapshot.metadata),
+        "created_at": snapshot.created_at,
+        "checkpoint": checkpoint,
+        "parent_checkpoint": parent,
+        "interrupts": [interrupt_json(i) for i in snapshot.interrupts],
+        "checkpoint_id": checkpoint["checkpoint_id"] if checkpoint else None,
+        "parent_checkpoint_id": parent["checkpoint_id"] if parent else None,
+    }
+
+
+def task_interrupts(snapshot: StateSnapshot | None) -> dict[str, list[dict]]:
+    """A thread's pending interrupts by task id (the `interrupts` of a thread)."""
+    if snapshot is None:
+        return {}
+    return {
+        task.id: [interrupt_json(i) for i in task.interrupts]
+        for task in snapshot.tasks
+        if task.interrupts
+    }
+
+
+def user_text(run_input: Any) -> str:
+    """The user's message of a run's input: `{"messages": [...]}` whose last message is the
+    user's (a dict with role/type and content, or plain text)."""
+    if not isinstance(run_input, dict) or not isinstance(run_input.get("messages"), list):
+        raise UsageError('the input must be {"messages": [{"role": "user", "content": "..."}]}')
+    messages = run_input["messages"]
+    if not messages or len(messages) > MAX_INPUT_MESSAGES:
+        raise UsageError(f"send 1 to {MAX_INPUT_MESSAGES} messages in input.messages")
+    try:
+        last = convert_to_messages(messages[-1:])[0]
+    except (ValueError, TypeError, NotImplementedError) as exc:
+        raise UsageError(f"input.messages: {exc}") from None
+    if not isinstance(last, HumanMessage):
+        raise UsageError("the last message of input.messages must be the user's (role user)")
+    if isinstance(last.content, str):
+        return last.content
+    texts = [b.get("text", "") for b in last.content if isinstance(b, dict)]
+    return "".join(t for t in texts if isinstance(t, str))
+
+
+def state_values(values: Any) -> dict | None:
+    """A state update's values from JSON: messages become message objects."""
+    if values is None:
+        return None
+    if not isinstance(values, dict):
+        raise UsageError('values must be an object of state fields, e.g. {"messages": [...]}')
+    if "messages" not in values:
+        return values
+    messages = values["messages"]
+    try:
+        converted = convert_to_messages(messages if isinstance(messages, list) else [messages])
+    except (ValueError, TypeError, NotImplementedError) as exc:
+        raise UsageError(f"values.messages: {exc}") from None
+    return {**values, "messages": converted}
