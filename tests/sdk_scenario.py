@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any
 
 from langgraph_sdk import get_sync_client
-from langgraph_sdk.errors import NotFoundError
 
 
 def user(text: str) -> dict:
@@ -33,7 +32,9 @@ def run_scenario(url: str, tag: str) -> dict[str, Any]:
 
     parts = list(
         client.runs.stream(
-            tid, assistant, input=user("what is 6 times 7"),
+            tid,
+            assistant,
+            input=user("what is 6 times 7"),
             stream_mode=["values", "updates", "messages-tuple"],
         )
     )
@@ -98,10 +99,6 @@ def run_scenario(url: str, tag: str) -> dict[str, Any]:
     item = client.store.get_item(["sdk", tag], "colour")
     listed = client.store.search_items(["sdk", tag])
     client.store.delete_item(["sdk", tag], "colour")
-    try:
-        client.store.get_item(["sdk", tag], "colour")
-        gone = False
-    except NotFoundError:
-        gone = True
+    gone = client.store.get_item(["sdk", tag], "colour") is None
     seen["store"] = (item["value"], [i["key"] for i in listed["items"]], gone)
     return seen

@@ -84,7 +84,26 @@ def parse_sse(text: str) -> list[tuple[str, dict]]:
     return list(sse_events(iter([*text.split("\n"), ""])))
 
 
+def run_body(message: str, **extra: object) -> dict:
+    """A streamed run of the tool loop on `message`, with Waypoint's own events (custom mode)."""
+    return {
+        "assistant_id": "waypoint",
+        "input": {"messages": [{"role": "user", "content": message}]},
+        "stream_mode": ["custom", "updates"],
+        **extra,
+    }
+
+
 def post_run(base: str, thread: str, message: str, **extra: object) -> httpx.Response:
     return httpx.post(
-        f"{base}/threads/{thread}/runs/stream", json={"message": message, **extra}, timeout=60
+        f"{base}/threads/{thread}/runs/stream", json=run_body(message, **extra), timeout=60
     )
+
+
+def kinds(events: list[tuple[str, dict]]) -> list[str]:
+    """What happened, in order: Waypoint's events by type, other stream parts by their mode."""
+    return [data["type"] if kind == "custom" else kind for kind, data in events]
+
+
+def final_event(events: list[tuple[str, dict]]) -> dict | None:
+    return next((d for k, d in events if k == "custom" and d["type"] == "final"), None)

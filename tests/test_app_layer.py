@@ -95,7 +95,7 @@ def test_the_server_reads_and_rolls_back_a_plan_thread_through_the_plan_graph():
 
     assert rolled.status_code == 200, rolled.text
     assert rolled.json()["pending"] == ["executor"]
-    assert client.get("/threads/p").json()["next"] == ["executor"]
+    assert client.get("/threads/p/state").json()["next"] == ["executor"]
 
 
 def test_side_effects_are_one_property_of_a_tool(tmp_path: Path):

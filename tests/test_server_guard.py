@@ -21,7 +21,15 @@ def local_client(**settings: object) -> TestClient:
 
 
 def thread_ids(client: TestClient) -> list[str]:
-    return [t["thread_id"] for t in client.get("/threads").json()]
+    return sorted(t["thread_id"] for t in client.post("/threads/search", json={}).json())
+
+
+def run_body(message: str, **extra: object) -> dict:
+    return {
+        "assistant_id": "waypoint",
+        "input": {"messages": [{"role": "user", "content": message}]},
+        **extra,
+    }
 
 
 # --- Host -----------------------------------------------------------------------------------
@@ -29,7 +37,7 @@ def thread_ids(client: TestClient) -> list[str]:
 
 def test_a_request_for_another_host_name_is_refused_before_any_route_runs():
     rebound = TestClient(create_app(load_settings()), base_url="http://attacker.example:8000")
-    listed = rebound.get("/threads")
+    listed = rebound.post("/threads/search", json={})
     assert listed.status_code == 400
     assert listed.json() == {
         "detail": "Host 'attacker.example' is not served here (this server answers to "
@@ -39,9 +47,7 @@ def test_a_request_for_another_host_name_is_refused_before_any_route_runs():
     }
     created = rebound.post("/threads", json={"thread_id": "pwned"})
     assert created.status_code == 400
-    ran = rebound.post(
-        "/threads/pwned/runs/stream", json={"message": "hi", "if_not_exists": "create"}
-    )
+    ran = rebound.post("/threads/pwned/runs/stream", json=run_body("hi", if_not_exists="create"))
     assert ran.status_code == 400
     for path in ("/", "/health", "/static/app.js", "/graph"):
         assert rebound.get(path).status_code == 400, path
@@ -143,26 +149,28 @@ def test_a_state_change_from_another_origin_is_refused(origin: str):
     assert created.status_code == 403 and created.json()["error"] == "forbidden"
     assert "cross-origin request refused" in created.json()["detail"]
     assert thread_ids(client) == []
-    assert client.post("/threads", json={"thread_id": "x"}).status_code == 201
+    assert client.post("/threads", json={"thread_id": "x"}).status_code == 200
     for method, path, extra in [
         ("DELETE", "/threads/x", {}),
-        ("POST", "/threads/x/runs/cancel", {"json": {}}),
-        ("POST", "/threads/x/runs/stream", {"json": {"message": "hi"}}),
+        ("POST", "/threads/x/runs/r/cancel", {}),
+        ("POST", "/threads/x/runs/stream", {"json": run_body("hi")}),
         ("POST", "/threads/x/fork", {"json": {"to": "y"}}),
+        ("PATCH", "/threads/x", {"json": {"metadata": {"a": 1}}}),
+        ("PUT", "/store/items", {"json": {"namespace": ["a"], "key": "k", "value": {}}}),
     ]:
         response = client.request(method, path, headers={"origin": origin}, **extra)
         assert response.status_code == 403, (method, path)
     assert thread_ids(client) == ["x"]
     # Reading is not a state change; the browser keeps a foreign page from reading the answer.
-    assert client.get("/threads", headers={"origin": origin}).status_code == 200
+    assert client.get("/threads/x", headers={"origin": origin}).status_code == 200
 
 
 def test_the_servers_own_origin_and_clients_without_origin_may_change_state():
     client = local_client()
     own = {"origin": "http://localhost:8000"}
-    assert client.post("/threads", json={"thread_id": "a"}, headers=own).status_code == 201
-    assert client.post("/threads", json={"thread_id": "b"}).status_code == 201
-    assert client.delete("/threads/a", headers=own).status_code == 200
+    assert client.post("/threads", json={"thread_id": "a"}, headers=own).status_code == 200
+    assert client.post("/threads", json={"thread_id": "b"}).status_code == 200
+    assert client.delete("/threads/a", headers=own).status_code == 204
 
     from app.server.hosts import same_origin
 
@@ -208,8 +216,8 @@ def test_json_with_a_charset_is_accepted():
     for n, content_type in enumerate(["application/json; charset=utf-8", "Application/JSON"]):
         body = f'{{"thread_id": "t{n}"}}'.encode()
         response = client.post("/threads", content=body, headers={"content-type": content_type})
-        assert response.status_code == 201, response.text
-    cancel = client.post("/threads/x/runs/cancel", headers=JSON)
+        assert response.status_code == 200, response.text
+    cancel = client.post("/threads/x/runs/r/cancel", headers=JSON)
     assert cancel.status_code == 404  # body-less, JSON type: reaches the route
 
 
@@ -219,13 +227,13 @@ def test_json_with_a_charset_is_accepted():
 def test_a_body_over_the_cap_is_refused_with_413():
     client = local_client()
     message = "x" * (MiB + 1)
-    response = client.post("/threads/t/runs/stream", json={"message": message})
+    response = client.post("/threads/t/runs/stream", json=run_body(message))
     assert response.status_code == 413 and response.json()["error"] == "too_large"
     assert "over 1048576 bytes" in response.json()["detail"]
     chunked = client.post("/threads", content=iter([b"{" + b" " * MiB, b"}"]), headers=JSON)
     assert chunked.status_code == 413
     assert (
-        client.post("/threads", content=b" " * (MiB - 20) + b"{}", headers=JSON).status_code == 201
+        client.post("/threads", content=b" " * (MiB - 20) + b"{}", headers=JSON).status_code == 200
     )
 
 
@@ -296,7 +304,9 @@ def test_no_docs_page_loads_a_cdn_and_the_schema_needs_the_token():
     client = local_client()
     for path in ("/docs", "/redoc", "/docs/oauth2-redirect"):
         assert client.get(path).status_code == 404, path
-    assert "/threads/{thread_id}/runs/cancel" in client.get("/openapi.json").json()["paths"]
+    assert (
+        "/threads/{thread_id}/runs/{run_id}/cancel" in client.get("/openapi.json").json()["paths"]
+    )
     for path in ("/", "/static/app.js", "/static/style.css", "/static/index.html"):
         assert "cdn" not in client.get(path).text.lower(), path
 

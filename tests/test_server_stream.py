@@ -12,7 +12,16 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from tests.server_process import Hold, post_run, running_server, sse_events
+from tests.server_process import (
+    Hold,
+    final_event,
+    kinds,
+    parse_sse,
+    post_run,
+    run_body,
+    running_server,
+    sse_events,
+)
 
 
 @pytest.fixture(scope="module")
@@ -34,12 +43,14 @@ def hold(server_dir: Path) -> Hold:
         yield held
 
 
-def stream_until(base: str, thread: str, message: str, stop_at: str, seen: list) -> None:
-    """Stream a run, recording event types; return (closing the connection) at `stop_at`."""
-    body = {"message": message, "if_not_exists": "create"}
+def stream_until(base: str, thread: str, message: str, stop_at: str | None, seen: list) -> None:
+    """Stream a run, recording what happened (kinds()); return (closing the connection) at
+    `stop_at`, or when the stream ends."""
+    body = run_body(message, if_not_exists="create")
     with httpx.stream("POST", f"{base}/threads/{thread}/runs/stream", json=body, timeout=60) as r:
         assert r.status_code == 200
-        for kind, _ in sse_events(r.iter_lines()):
+        for event in sse_events(r.iter_lines()):
+            [kind] = kinds([event])
             seen.append(kind)
             if kind == stop_at:
                 return
@@ -55,20 +66,42 @@ def wait_for(seen: list, kind: str, timeout: float = 20) -> None:
 def test_a_second_run_on_a_busy_thread_gets_409(server: str, hold: Hold):
     seen: list[str] = []
     first = threading.Thread(
-        target=stream_until, args=(server, "busy", "do the slow step", "end", seen)
+        target=stream_until, args=(server, "busy", "do the slow step", None, seen)
     )
     first.start()
     wait_for(seen, "tool_call")
-    second = post_run(server, "busy", "what is 2 plus 3")
+    second = post_run(server, "busy", "what is 2 plus 3", multitask_strategy="reject")
     assert second.status_code == 409
-    assert second.json()["detail"].startswith("thread busy is busy")
+    assert second.json()["detail"].startswith("thread busy is running run ")
     rollback = httpx.post(f"{server}/threads/busy/rollback", json={"turns": 1}, timeout=10)
     assert rollback.status_code == 409
     hold.release()
     first.join(timeout=30)
-    assert seen[-3:] == ["node", "final", "end"]
+    assert seen[-2:] == ["updates", "final"]
     again = post_run(server, "busy", "what is 2 plus 3")
-    assert again.status_code == 200 and "event: final" in again.text
+    assert again.status_code == 200 and final_event(parse_sse(again.text))["status"] == "answered"
+
+
+def test_an_enqueued_run_waits_for_the_one_before_it(server: str, hold: Hold):
+    seen: list[str] = []
+    first = threading.Thread(
+        target=stream_until, args=(server, "queue", "do the slow step", None, seen)
+    )
+    first.start()
+    wait_for(seen, "tool_call")
+    queued = httpx.post(
+        f"{server}/threads/queue/runs",
+        json=run_body("what is 2 plus 3", multitask_strategy="enqueue"),
+        timeout=10,
+    ).json()
+    assert queued["status"] == "pending"
+    hold.release()
+    joined = httpx.get(f"{server}/threads/queue/runs/{queued['run_id']}/join", timeout=30).json()
+    first.join(timeout=30)
+    assert [m["content"] for m in joined["messages"] if m["type"] == "human"] == [
+        "do the slow step",
+        "what is 2 plus 3",
+    ]
 
 
 def test_a_client_that_disconnects_mid_stream_leaves_the_thread_consistent(server: str, hold: Hold):
@@ -81,13 +114,13 @@ def test_a_client_that_disconnects_mid_stream_leaves_the_thread_consistent(serve
     while (after := post_run(server, "gone", "what is 2 plus 3")).status_code == 409:
         assert time.monotonic() < deadline, "the detached run never released the thread"
         time.sleep(0.1)
-    assert after.status_code == 200 and '"status": "answered"' in after.text
+    assert after.status_code == 200 and final_event(parse_sse(after.text))["status"] == "answered"
 
-    history = httpx.get(f"{server}/threads/gone/history", timeout=10).json()
+    history = httpx.get(f"{server}/threads/gone/timeline", timeout=10).json()
     turns = {t["turn"]: t for t in reversed(history["turns"])}
     assert turns[1]["status"] == "answered" and turns[1]["tools"] == ["slow_step"]
     assert turns[2]["status"] == "answered"
-    messages = httpx.get(f"{server}/threads/gone", timeout=10).json()["messages"]
+    messages = httpx.get(f"{server}/threads/gone", timeout=10).json()["values"]["messages"]
     called = {c["id"] for m in messages for c in m.get("tool_calls", [])}
     answered = {m["tool_call_id"] for m in messages if m["type"] == "tool"}
     assert called == answered  # no dangling tool calls
@@ -106,7 +139,7 @@ def response_head(base: str, request: bytes) -> bytes:
 
 
 def test_the_server_refuses_a_request_for_another_host_name(server: str):
-    rebound = httpx.get(f"{server}/threads", headers={"host": "attacker.example"}, timeout=10)
+    rebound = httpx.get(f"{server}/threads/x", headers={"host": "attacker.example"}, timeout=10)
     assert rebound.status_code == 400 and "--allowed-host" in rebound.json()["detail"]
 
 
@@ -124,45 +157,46 @@ def test_serve_requires_the_token_from_app_api_token(tmp_path, monkeypatch: pyte
     args = ("--db", str(tmp_path / "agent.sqlite"), "--workspace", str(tmp_path / "workspace"))
     with running_server(tmp_path, *args) as base:
         assert httpx.get(f"{base}/health", timeout=10).status_code == 200
-        assert httpx.get(f"{base}/threads", timeout=10).status_code == 401
+        search = f"{base}/threads/search"
+        assert httpx.post(search, json={}, timeout=10).status_code == 401
         authorized = {"Authorization": "Bearer tok-1"}
-        assert httpx.get(f"{base}/threads", headers=authorized, timeout=10).status_code == 200
+        assert httpx.post(search, json={}, headers=authorized, timeout=10).status_code == 200
 
 
 def test_a_cancelled_run_stops_after_its_step_and_leaves_the_thread_consistent(
     server: str, hold: Hold
 ):
-    assert httpx.post(f"{server}/threads/stop/runs/cancel", json={}, timeout=10).status_code == 404
+    assert httpx.post(f"{server}/threads/stop/runs/nope/cancel", timeout=10).status_code == 404
     events: list[tuple[str, dict]] = []
 
     def slow_run() -> None:
-        body = {"message": "do the slow step", "if_not_exists": "create"}
+        body = run_body("do the slow step", if_not_exists="create")
         with httpx.stream("POST", f"{server}/threads/stop/runs/stream", json=body, timeout=60) as r:
             events.extend(sse_events(r.iter_lines()))
 
     first = threading.Thread(target=slow_run)
     first.start()
     deadline = time.monotonic() + 20
-    while "tool_call" not in [kind for kind, _ in events]:
+    while "tool_call" not in kinds(events):
         assert time.monotonic() < deadline, f"no tool_call event; saw {events}"
         time.sleep(0.02)
-    cancelled = httpx.post(f"{server}/threads/stop/runs/cancel", json={}, timeout=10)
-    assert cancelled.status_code == 202 and cancelled.json()["status"] == "cancelling"
+    run_id = events[0][1]["run_id"]
+    # the SDKs' cancel: no body, no content type
+    cancelled = httpx.post(f"{server}/threads/stop/runs/{run_id}/cancel", timeout=10)
+    assert cancelled.status_code == 202 and cancelled.json()["run_id"] == run_id
     hold.release()
     first.join(timeout=30)
 
-    kind, end = events[-1]
-    assert kind == "end" and end["status"] == "cancelled"
-    assert "final" not in [kind for kind, _ in events]
-    assert any("cancelled" in data.get("text", "") for kind, data in events if kind == "notice")
-    messages = httpx.get(f"{server}/threads/stop", timeout=10).json()["messages"]
+    assert final_event(events) is None
+    assert any("cancelled" in d.get("text", "") for k, d in events if k == "custom")
+    run = httpx.get(f"{server}/threads/stop/runs/{run_id}", timeout=10).json()
+    assert run["status"] == "interrupted"
+    messages = httpx.get(f"{server}/threads/stop", timeout=10).json()["values"]["messages"]
     called = {c["id"] for m in messages for c in m.get("tool_calls", [])}
     answered = {m["tool_call_id"] for m in messages if m["type"] == "tool"}
     assert called == answered  # the open call was closed, not left dangling
-    history = httpx.get(f"{server}/threads/stop/history", timeout=10).json()
+    history = httpx.get(f"{server}/threads/stop/timeline", timeout=10).json()
     assert [t["status"] for t in history["turns"]] == ["cancelled"]
-    assert end["head"] == history["head"]  # nothing of the stopped run was written after the close
 
     after = post_run(server, "stop", "what is 2 plus 3")
-    assert after.status_code == 200 and '"status": "answered"' in after.text
-    assert httpx.post(f"{server}/threads/stop/runs/cancel", json={}, timeout=10).status_code == 404
+    assert after.status_code == 200 and final_event(parse_sse(after.text))["status"] == "answered"

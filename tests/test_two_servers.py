@@ -11,7 +11,16 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.server_process import Hold, post_run, running_server, sse_events
+from tests.server_process import (
+    Hold,
+    final_event,
+    kinds,
+    parse_sse,
+    post_run,
+    run_body,
+    running_server,
+    sse_events,
+)
 
 THREADS = [f"team-{n}" for n in range(6)]
 
@@ -38,13 +47,9 @@ def _args(url: str, tmp: Path) -> tuple[str, ...]:
 def run_turn(base: str, thread: str, message: str) -> dict:
     response = post_run(base, thread, message, if_not_exists="create")
     assert response.status_code == 200, response.text
-    finals = [data for kind, data in _events(response.text) if kind == "final"]
-    assert len(finals) == 1, response.text
-    return finals[0]
-
-
-def _events(text: str) -> list[tuple[str, dict]]:
-    return list(sse_events(iter([*text.split("\n"), ""])))
+    final = final_event(parse_sse(response.text))
+    assert final is not None, response.text
+    return final
 
 
 def test_turns_on_many_threads_through_both_servers(servers: tuple[str, str, Hold]):
@@ -74,14 +79,12 @@ def test_turns_on_many_threads_through_both_servers(servers: tuple[str, str, Hol
         assert str(1 + index) in answers[0] and str(2 + index) in answers[1], answers
 
     for base in (a, b):
-        listed = {t["thread_id"]: t for t in httpx.get(f"{base}/threads", timeout=10).json()}
+        found = httpx.post(f"{base}/threads/search", json={"limit": 100}, timeout=10).json()
+        listed = {t["thread_id"]: t for t in found}
         assert set(THREADS) <= set(listed)
-        assert all(listed[thread]["turns"] == 2 for thread in THREADS)
-        humans = [
-            m["content"]
-            for m in httpx.get(f"{base}/threads/team-3", timeout=10).json()["messages"]
-            if m["type"] == "human"
-        ]
+        assert all(listed[thread]["values"]["turn"] == 2 for thread in THREADS)
+        thread = httpx.get(f"{base}/threads/team-3", timeout=10).json()
+        humans = [m["content"] for m in thread["values"]["messages"] if m["type"] == "human"]
         assert humans == ["what is 1 plus 3", "what is 2 plus 3"]
 
 
@@ -92,10 +95,11 @@ def test_the_same_thread_from_both_servers_one_gets_409_and_nothing_is_lost(
     seen: list[str] = []
 
     def slow_run() -> None:
-        body = {"message": "do the slow step", "if_not_exists": "create"}
+        body = run_body("do the slow step", if_not_exists="create")
         with httpx.stream("POST", f"{a}/threads/shared/runs/stream", json=body, timeout=60) as r:
             assert r.status_code == 200
-            seen.extend(kind for kind, _ in sse_events(r.iter_lines()))
+            for event in sse_events(r.iter_lines()):
+                seen.extend(kinds([event]))
 
     first = threading.Thread(target=slow_run)
     with hold_a:  # the slow step on server a holds until b has refused the same thread
@@ -108,10 +112,10 @@ def test_the_same_thread_from_both_servers_one_gets_409_and_nothing_is_lost(
         assert busy.status_code == 409, busy.text
         assert "busy" in busy.json()["detail"]
     first.join(timeout=60)
-    assert seen[-2:] == ["final", "end"]
+    assert seen[-1] == "final"
 
     assert run_turn(b, "shared", "what is 2 plus 3")["status"] == "answered"
-    messages = httpx.get(f"{a}/threads/shared", timeout=10).json()["messages"]
+    messages = httpx.get(f"{a}/threads/shared", timeout=10).json()["values"]["messages"]
     humans = [m["content"] for m in messages if m["type"] == "human"]
     assert humans == ["do the slow step", "what is 2 plus 3"]  # the refused message was not added
     assert any(m["type"] == "tool" and "finished" in m["content"] for m in messages)

@@ -135,7 +135,11 @@ class PostgresDatabase(Database):
         return {row[0]: ThreadInfo(row[0], json_object(row[1]), row[2], row[3]) for row in rows}
 
     def save_thread_info(self, thread_id: str, metadata: dict[str, Any], now: str) -> ThreadInfo:
-        with self.saver.lock, self.conn.transaction(), self.conn.cursor() as cur:
+        with (
+            self.saver.lock,
+            self.conn.transaction(),
+            self.conn.cursor(row_factory=tuple_row) as cur,
+        ):
             cur.execute(SAVE_THREAD_INFO, (thread_id, json.dumps(metadata), now, now))
             cur.execute(
                 "SELECT created_at FROM waypoint_threads WHERE thread_id = %s", (thread_id,)

@@ -23,6 +23,7 @@ from app.server.diagram import graph_view
 from app.server.errors import error_body, status_for
 from app.server.guard import RequestGuard
 from app.server.hosts import allowed_hosts
+from app.server.openapi import document
 from app.server.params import ThreadId
 from app.server.standard import assistants, store, threads
 from app.server.standard.runs import RunRequest, Runs
@@ -116,7 +117,7 @@ def _api_routes() -> APIRouter:
 
     @api.get("/openapi.json", include_in_schema=False)
     def openapi(request: Request) -> JSONResponse:
-        return JSONResponse(request.app.openapi())
+        return JSONResponse(document(request.app))
 
     @api.get("/info", tags=["meta"])
     def info() -> dict:
@@ -176,6 +177,6 @@ def _conveniences() -> APIRouter:
             confirm=body.confirm,
             multitask_strategy="reject",
         )
-        return await threads.stream_run(request, thread_id, run_request)
+        return await threads.streamed_run(request, thread_id, run_request)
 
     return api

@@ -127,7 +127,9 @@ class ChatSession:
             if self.strategy_notice:
                 sink.emit(Notice(self.strategy_notice))
                 self.strategy_notice = ""
-            run.drive({"messages": [message]})  # begin_turn starts the turn (graphs/shared/turns.py)
+            run.drive(
+                {"messages": [message]}
+            )  # begin_turn starts the turn (graphs/shared/turns.py)
             end = answer_approvals(run, approver, just_ran=True)
             result = run.finish(end)
             remember_turn(self.memory, self.user, text, result, end)

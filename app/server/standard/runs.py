@@ -17,8 +17,10 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, Literal
 
+from langgraph.types import StateSnapshot
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from app.config import Settings
@@ -33,13 +35,16 @@ from app.service.events import (
     MessageOut,
     NodeFailed,
     NodeUpdate,
+    Notice,
     StateValues,
     Token,
     as_json,
 )
+from app.service.replay import rerun_at_once
 from app.service.runtime import Runtime, open_runtime
 from app.service.session import ChatSession, TurnInterrupted
 from graphs.spec import RunSpec
+from tools import side_effect_names
 
 log = logging.getLogger("waypoint.server")
 
@@ -314,6 +319,9 @@ def _work(
         run.set_status("success")
     except TurnInterrupted:
         run.set_status("interrupted")
+        if "custom" in request.stream_mode:
+            notice = "the run was cancelled; the thread was closed after the step in progress"
+            run.publish("custom", {"type": "notice", "text": notice})
     except AppError as exc:
         _fail(run, exc)
     except Exception as exc:  # a bug: logged with its traceback, reported without it
@@ -384,19 +392,62 @@ def _dispatch(
         session.resume_with(request.command.get("resume"), sink)
         return
     checkpoint = request.start_checkpoint
+    workspace = None if request.keep_files else settings.workspace
     if request.input is None:
-        # Re-run from an earlier checkpoint (a replay): side effects again only with auto.
-        auto = session.context.approval == "auto"
-        start = api.prepare_replay(
-            runtime.database, session.thread_id, checkpoint or "", workspace=settings.workspace
-        )
-        session.replay(start.row.checkpoint_id, sink, lambda calls: auto, start.spared)
+        _replay(runtime, session, sink, request, workspace)
         return
     if checkpoint is not None:  # new input from an earlier checkpoint: a branch from there
         api.rollback(
-            runtime.database, session.thread_id, checkpoint=checkpoint, workspace=settings.workspace
+            runtime.database,
+            session.thread_id,
+            checkpoint=checkpoint,
+            workspace=workspace,
+            force=request.force,
         )
     session.run_turn(user_text(request.input), sink)
+
+
+def _replay(
+    runtime: Runtime,
+    session: ChatSession,
+    sink: StandardSink,
+    request: RunRequest,
+    workspace: Path | None,
+) -> None:
+    """Re-run from an earlier checkpoint on a new branch. Without consent (`confirm`, or the
+    policy auto) a replay that would re-run a tool with side effects at once is refused before
+    anything changes, and one that meets such a call later stops there and says why."""
+    allowed = request.confirm if request.confirm is not None else session.context.approval == "auto"
+    start = api.prepare_replay(
+        runtime.database,
+        session.thread_id,
+        request.start_checkpoint or "",
+        workspace=workspace,
+        force=request.force,
+        check=None if allowed else _refuse_side_effects(session),
+    )
+    for line in start.workspace.lines():
+        sink.emit(Notice(f"workspace: {line}"))
+
+    def approve(calls: list) -> bool:
+        if not allowed:
+            names = ", ".join(c["name"] for c in calls)
+            sink.emit(Notice(f'{names} not re-run: send "confirm": true to allow it'))
+        return allowed
+
+    session.replay(start.row.checkpoint_id, sink, approve, start.spared)
+
+
+def _refuse_side_effects(session: ChatSession) -> Callable[[StateSnapshot], None]:
+    def check(start: StateSnapshot) -> None:
+        risky = rerun_at_once(session.strategy, start, side_effect_names(session.context.tools))
+        if risky:
+            raise UsageError(
+                f"the replay would re-run tools with side effects ({', '.join(risky)}) at "
+                'once; send "confirm": true to allow it'
+            )
+
+    return check
 
 
 class StandardSink:

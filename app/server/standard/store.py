@@ -12,7 +12,7 @@ from fastapi import APIRouter, Body, Query, Request, Response
 from langgraph.store.base import Item
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.errors import NotFoundError, UsageError
+from app.errors import UsageError
 from app.service.memory import open_memory
 from tools.memory import MemoryStore
 
@@ -86,13 +86,12 @@ def routes() -> APIRouter:
         request: Request,
         key: str,
         namespace: Annotated[str | None, Query()] = None,
-    ) -> dict:
+    ) -> dict | None:
+        """The item, or null when there is none (as LangGraph's server answers)."""
         path = tuple((namespace or "").split(".")) if namespace else ()
         with _memory(request) as memory:
             item = memory.store.get(path, key)
-        if item is None:
-            raise NotFoundError(f"no item {key!r} in namespace {'.'.join(path)!r}")
-        return item_json(item)
+        return item_json(item) if item is not None else None
 
     @api.delete("/store/items", status_code=204)
     def delete_item(request: Request, body: ItemDelete) -> Response:

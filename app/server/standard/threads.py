@@ -217,13 +217,7 @@ def routes() -> APIRouter:
     @api_router.post("/threads/{thread_id}/runs/stream", responses=SSE_RESPONSE, tags=["runs"])
     async def stream_run(request: Request, thread_id: ThreadId, body: RunRequest):  # type: ignore[no-untyped-def]
         """A run, streamed as Server-Sent Events in the requested stream modes."""
-        run = await asyncio.to_thread(
-            start_run, settings_of(request), runs_of(request), thread_id, body
-        )
-        problem = await first_problem(run)
-        if problem is not None:
-            raise problem
-        return _sse(run, cancel_on_disconnect=body.on_disconnect == "cancel")
+        return await streamed_run(request, thread_id, body)
 
     @api_router.post("/threads/{thread_id}/runs/wait", tags=["runs"])
     async def wait_run(request: Request, thread_id: ThreadId, body: RunRequest):  # type: ignore[no-untyped-def]
@@ -294,6 +288,17 @@ def routes() -> APIRouter:
         return Response(status_code=204)
 
     return api_router
+
+
+async def streamed_run(request: Request, thread_id: str, body: RunRequest) -> StreamingResponse:
+    """Start a run and answer with its events; a problem before its first event (a busy thread,
+    bad input) is a plain HTTP error instead."""
+    settings, runs = request.app.state.settings, request.app.state.runs
+    run = await asyncio.to_thread(start_run, settings, runs, thread_id, body)
+    problem = await first_problem(run)
+    if problem is not None:
+        raise problem
+    return _sse(run, cancel_on_disconnect=body.on_disconnect == "cancel")
 
 
 def _state(settings: Settings, thread_id: str, checkpoint_id: str | None) -> dict:

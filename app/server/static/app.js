@@ -29,7 +29,9 @@ function setStatus(text, kind = "") {
 // --- the server ------------------------------------------------------------------------------
 // Every request the page makes goes through this one object: switching the page to other routes
 // changes only `serverApi`. What the rest of the page expects from it:
-//   listThreads() → [{thread_id, title, turns, checkpoints}]
+// Threads, runs and their events are the LangGraph Server API's (app/server/standard/); the
+// timeline, rollback, fork and replay are Waypoint's own routes (app/server/api.py).
+//   listThreads() → [{thread_id, title, turns}]
 //   getThread(id) → {thread_id, messages: [{type: "human"|"ai"|"tool", content, tool_calls?: [{id, name,
 //                    args}], tool_call_id?, name?, status?}]}
 //   history(id) → {head, tree: [segment]} (segment: turn, preview, first, last, checkpoints, note, head,
@@ -100,21 +102,73 @@ function serverApi({ onUnauthorized }) {
   }
 
   const thread = (id) => `/threads/${encodeURIComponent(id)}`;
+  // The assistants of the LangGraph Server API: one per strategy.
+  const GRAPHS = { react: "waypoint", plan: "waypoint-plan", reflexion: "waypoint-reflexion", routed: "waypoint-routed" };
+  // Nodes whose streamed text is the answer (as in the terminal: app/cli/render.py ANSWER_NODES).
+  const ANSWER_NODES = new Set(["agent", "finalize", "failure_handler", "synthesizer", "calculator", "small_talk"]);
+  const runs = new Map(); // thread id → the id of its run in progress (for Stop)
+
+  // A standard run's stream parts as the events the page shows: Waypoint's own (custom mode)
+  // as they are, the answer's text from the message chunks (messages-tuple mode).
+  function runEvents(id, onEvent) {
+    return (type, data) => {
+      if (type === "metadata") runs.set(id, data.run_id);
+      else if (type === "custom") onEvent(data.type, data);
+      else if (type === "messages") {
+        const [chunk, meta] = data;
+        const text = typeof chunk.content === "string" ? chunk.content : "";
+        if (chunk.type === "AIMessageChunk" && text && ANSWER_NODES.has(meta.langgraph_node)) {
+          onEvent("token", { text, node: meta.langgraph_node });
+        }
+      } else if (type === "error") onEvent("error", { detail: data.message });
+    };
+  }
+
+  function summary(found) {
+    const messages = (found.values && found.values.messages) || [];
+    const first = messages.find((m) => m.type === "human");
+    return {
+      thread_id: found.thread_id,
+      title: first ? String(first.content).slice(0, 80) : "",
+      turns: (found.values && found.values.turn) || 0,
+      strategy: found.values && found.values.strategy,
+      messages,
+    };
+  }
+
+  async function streamRun(id, { message, strategy }, onEvent) {
+    const own = strategy || summary(await json("GET", thread(id))).strategy || "react";
+    const body = {
+      assistant_id: GRAPHS[own],
+      input: { messages: [{ role: "user", content: message }] },
+      stream_mode: ["custom", "messages-tuple"],
+      if_not_exists: "create",
+    };
+    try {
+      await stream(`${thread(id)}/runs/stream`, body, runEvents(id, onEvent));
+    } finally {
+      runs.delete(id);
+    }
+  }
+
   return {
     graph: () => json("GET", "/graph"),
-    listThreads: () => json("GET", "/threads"),
+    listThreads: async () => (await json("POST", "/threads/search", { limit: 200 })).map(summary),
     createThread: (id) => json("POST", "/threads", id ? { thread_id: id } : {}),
-    getThread: (id) => json("GET", thread(id)),
-    history: (id) => json("GET", `${thread(id)}/history`),
-    streamRun: (id, { message, strategy }, onEvent) =>
-      stream(`${thread(id)}/runs/stream`, strategy ? { message, strategy } : { message }, onEvent),
-    cancel: (id) => json("POST", `${thread(id)}/runs/cancel`),
+    getThread: async (id) => summary(await json("GET", thread(id))),
+    history: (id) => json("GET", `${thread(id)}/timeline`),
+    streamRun,
+    cancel: (id) => {
+      const run = runs.get(id);
+      if (!run) throw new Error("no run of this page is in progress on this thread");
+      return json("POST", `${thread(id)}/runs/${encodeURIComponent(run)}/cancel`);
+    },
     // target: {turns: n} or {checkpoint_id}
     rollback: (id, target) => json("POST", `${thread(id)}/rollback`, target),
     fork: (id, { checkpointId, to }) =>
       json("POST", `${thread(id)}/fork`, { checkpoint_id: checkpointId, ...(to ? { to } : {}) }),
     replay: (id, { checkpointId, confirm }, onEvent) =>
-      stream(`${thread(id)}/replay`, { checkpoint_id: checkpointId, confirm }, onEvent),
+      stream(`${thread(id)}/replay`, { checkpoint_id: checkpointId, confirm }, runEvents(id, onEvent)),
   };
 }
 
@@ -177,7 +231,7 @@ async function loadThreads() {
       { class: thread.thread_id === state.thread ? "thread current" : "thread", "data-thread": thread.thread_id },
       el("strong", {}, thread.thread_id),
       el("span", { class: "title" }, thread.title || "(no messages yet)"),
-      el("span", { class: "meta" }, `${count(thread.turns, "turn")} · ${count(thread.checkpoints, "checkpoint")}`),
+      el("span", { class: "meta" }, count(thread.turns, "turn")),
     );
     item.tabIndex = 0;
     item.addEventListener("click", () => openThread(thread.thread_id));

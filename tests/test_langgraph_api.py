@@ -1,0 +1,157 @@
+"""The same script with the official LangGraph Python SDK, unchanged, against two servers: Waypoint's
+`serve` and LangGraph's own `langgraph dev` serving this repository's langgraph.json (issue 15).
+Both are real processes on 127.0.0.1; the outcomes must be the same."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.sdk_scenario import run_scenario
+from tests.server_process import running_server
+
+REPO = Path(__file__).resolve().parent.parent
+LANGGRAPH = shutil.which("langgraph")
+needs_langgraph_cli = pytest.mark.skipif(
+    LANGGRAPH is None and not os.environ.get("WAYPOINT_REQUIRE_LANGGRAPH"),
+    reason="langgraph dev is not installed: pip install -e '.[test]' (langgraph-cli[inmem])",
+)
+
+
+def with_notes(workspace: Path) -> Path:
+    """The scenario overwrites notes.txt, which is what asks for approval."""
+    workspace.mkdir(parents=True, exist_ok=True)
+    (workspace / "notes.txt").write_text("old")
+    return workspace
+
+
+@pytest.fixture(scope="module")
+def serve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    tmp = tmp_path_factory.mktemp("serve")
+    workspace = with_notes(tmp / "workspace")
+    args = ("--db", str(tmp / "agent.sqlite"), "--workspace", str(workspace))
+    with running_server(tmp, *args) as base:
+        yield base, workspace
+
+
+@pytest.fixture(scope="module")
+def langgraph_dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    assert LANGGRAPH, "langgraph-cli[inmem] is required here (WAYPOINT_REQUIRE_LANGGRAPH)"
+    tmp = tmp_path_factory.mktemp("langgraph-dev")
+    workspace = with_notes(tmp / "workspace")
+    port = free_port()
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "APP_WORKSPACE": str(workspace),
+        "APP_DB": str(tmp / "agent.sqlite"),
+        "LANGSMITH_TRACING": "false",
+        "LANGGRAPH_CLI_NO_ANALYTICS": "1",
+    }
+    command = [
+        LANGGRAPH,
+        "dev",
+        "--no-browser",
+        "--no-reload",
+        "--port",
+        str(port),
+        "--config",
+        str(REPO / "langgraph.json"),
+    ]
+    log = tmp / "langgraph-dev.log"
+    with open(log, "wb") as out:
+        # cwd: its in-memory runtime keeps its files (.langgraph_api/) in the working directory
+        process = subprocess.Popen(command, cwd=tmp, stdout=out, stderr=subprocess.STDOUT, env=env)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_until_ok(base, process, log)
+        yield base, workspace
+    finally:
+        process.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=15)
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def wait_until_ok(base: str, process: subprocess.Popen, log: Path) -> None:
+    """Until /ok answers; the server's own start-up, not an ordering of two processes."""
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            break
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"{base}/ok", timeout=2).status_code == 200:
+                return
+        time.sleep(0.2)
+    raise RuntimeError(f"langgraph dev did not start:\n{log.read_text()[-4000:]}")
+
+
+def expected_outcome(tag: str) -> dict:
+    return {
+        "graphs": ["waypoint", "waypoint-plan", "waypoint-reflexion", "waypoint-routed"],
+        "context_fields": [
+            "approval",
+            "max_iterations",
+            "max_retries",
+            "max_seconds",
+            "max_tokens_per_turn",
+            "max_trials",
+            "model",
+            "tools",
+            "user",
+        ],
+        "created": ({"suite": tag, "kind": "math"}, "idle"),
+        "modes": ["messages", "metadata", "updates", "values"],
+        "first_answer": "6 * 7 = 42",
+        "nodes": ["begin_turn", "agent", "tools", "agent"],
+        "streamed": "6 * 7 = 42",
+        "second": ("2 + 2 = 4", 2, 2),
+        "state": (2, [], []),
+        "history_newest_first": True,
+        "rewound": (1, "6 * 7 = 42"),
+        "branch": ("10 - 3 = 7", 2, ["what is 6 times 7", "what is 10 minus 3"]),
+        "paused": ("interrupted", "approval", "write_file"),
+        "resumed": ("answered", "idle"),
+        "background": ("3 * 3 = 9", "success"),
+        "runs_listed": True,
+        "search": [True],
+        "store": ({"value": "green"}, ["colour"], True),
+    }
+
+
+def outcome_without_copy(seen: dict) -> dict:
+    copy = seen.pop("copy")
+    assert copy[0] and copy[1] == "10 - 3 = 7"
+    return seen
+
+
+def test_the_sdk_script_against_serve(serve: tuple[str, Path]):
+    base, workspace = serve
+    seen = run_scenario(base, "serve")
+    assert outcome_without_copy(seen) == expected_outcome("serve")
+    assert (workspace / "notes.txt").read_text() == "hi"
+
+
+@needs_langgraph_cli
+def test_the_same_sdk_script_against_langgraph_dev(langgraph_dev: tuple[str, Path]):
+    base, workspace = langgraph_dev
+    seen = run_scenario(base, "dev")
+    assert outcome_without_copy(seen) == expected_outcome("dev")
+    assert (workspace / "notes.txt").read_text() == "hi"
