@@ -14,7 +14,7 @@ from langchain_core.messages import AIMessage, AIMessageChunk, ToolMessage
 from rich.console import Console
 
 from app.cli.render import ConsoleRenderer, JsonlRenderer
-from app.server.events import EventQueue
+from app.server.standard.runs import Run, StandardSink
 from app.service.events import (
     CUSTOM_TYPES,
     Event,
@@ -150,18 +150,26 @@ def test_every_sink_consumes_every_event_type():
     console = ConsoleRenderer(Console(file=out, width=100), Console(file=err, width=100))
     jsonl_out = io.StringIO()
     jsonl = JsonlRenderer(Console(file=jsonl_out))
-    sent: list[dict] = []
-    server = EventQueue(sent.append)
+    run = Run("r", "t", "a", {}, "enqueue", {})
+    server = StandardSink(run, ["values", "updates", "messages-tuple", "custom"], subgraphs=False)
     for event in ONE_OF_EACH:
         for sink in (console, jsonl, server):
             sink.emit(event)
 
     lines = [json.loads(line) for line in jsonl_out.getvalue().splitlines()]
-    assert [line["event"] for line in lines] == [e["event"] for e in sent]
     # the whole state and whole messages are for LangGraph API clients, not --jsonl
     assert not {"message", "values"} & {line["event"] for line in lines}
-    error = next(e for e in sent if e["event"] == "error")
-    assert "traceback" not in error and "server log" in error["detail"]
+    assert "traceback" not in next(line for line in lines if line["event"] == "error")
+    # the server: LangGraph's modes, and Waypoint's own events (without a traceback) as custom
+    modes = [name for name, _ in run.events]
+    assert (
+        modes == ["messages", "messages", "values"] + ["custom"] * 6 + ["updates"] + ["custom"] * 2
+    )
+    custom = [data for name, data in run.events if name == "custom"]
+    assert [c["type"] for c in custom] == [
+        line["event"] for line in lines if line["event"] not in ("token", "node")
+    ]
+    assert "traceback" not in next(c for c in custom if c["type"] == "error")
     assert "It is 42." in out.getvalue()
     assert "calculator" in err.getvalue() and "retry 1/3" in err.getvalue()
     assert console.partial_answer() == jsonl.partial_answer() == server.partial_answer() == "Hel"

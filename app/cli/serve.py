@@ -32,7 +32,8 @@ def serve(
         str | None,
         typer.Option(
             "--approve",
-            help="Risky tool calls in server runs: auto | never (default never; env APP_APPROVE).",
+            help="Risky tool calls in server runs: ask (the run pauses with an interrupt the client "
+            "answers) | auto | never (default ask; env APP_APPROVE).",
         ),
     ] = None,
     allowed_host: Annotated[
