@@ -16,6 +16,7 @@ from rich.table import Table
 
 if TYPE_CHECKING:
     from app.config import Settings
+from app.cli.hints import command
 from app.cli.io import Invocation, load_settings
 from app.cli.options import DbOption, JsonOption
 from app.cli.tables import human_bytes
@@ -29,7 +30,7 @@ commands = typer.Typer(
 )
 
 MAX_SKIPS_SHOWN = 20
-ADD_HINT = "add documents with: python -m app corpus add PATH"
+ADD_HINT = f"add documents with: {command('corpus', 'add', 'PATH')}"
 
 
 @contextlib.contextmanager

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich import box
 from rich.markup import escape
 from rich.table import Table
 
@@ -58,7 +59,7 @@ def doctor(
     from app.cli import doctor as checks
 
     settings = load_settings(db=db, model=model, tool_protocol=tool_protocol)
-    table = Table("setting", "value", title="Waypoint configuration")
+    table = Table("setting", "value", title="Waypoint configuration", box=box.SIMPLE_HEAD)
     for name, value in checks.configuration(settings):
         table.add_row(name, value)
     io.out.print(table)

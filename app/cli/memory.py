@@ -107,7 +107,7 @@ def memory_forget(
         matches = memory.matching(who, key_or_query, kind)
         if not matches:
             raise UsageError(
-                f"nothing in {who}'s memory matches {key_or_query[:80]!r}; see `memory list`"
+                f"nothing in {who}'s memory matches {key_or_query[:80]!r}; list them with: waypoint memory list"
             )
         if not yes:
             if not sys.stdin.isatty():

@@ -180,13 +180,17 @@ class Repl:
         from app.service import api
 
         found = api.history(self.runtime.database, self.session.thread_id)
-        self.out.print(history_table(self.session.thread_id, found.turns))
+        self.out.print(
+            history_table(self.session.thread_id, found.turns, self.out.width), soft_wrap=False
+        )
 
     def _threads(self) -> None:
         from app.cli.tables import threads_table
         from app.service.threads import list_threads
 
-        self.out.print(threads_table(list_threads(self.runtime.database)))
+        self.out.print(
+            threads_table(list_threads(self.runtime.database), self.out.width), soft_wrap=False
+        )
 
     def _new(self) -> None:
         self.session = self.runtime.session(new_thread_id())

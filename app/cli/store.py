@@ -12,6 +12,7 @@ from typing import Annotated
 
 import typer
 
+from app.cli.hints import command, db_flag
 from app.cli.io import Invocation, load_settings
 from app.cli.options import DbOption, ThreadOption
 from app.errors import UsageError
@@ -95,6 +96,7 @@ def import_(
         report = api.import_thread(database, data, thread)
     io.err.print(
         f"imported thread [bold]{report.thread_id}[/bold]: {report.checkpoints} checkpoints, "
-        f"{report.writes} writes; continue with: python -m app chat --thread {report.thread_id}"
+        f"{report.writes} writes; continue with: "
+        f"{command('chat', '--thread', report.thread_id, db=db_flag(db, settings))}"
     )
     io.out.print(report.thread_id, markup=False)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from app.cli.hints import command
 from app.cli.io import Invocation, load_settings
 from app.cli.options import DbOption, JsonOption
 from app.errors import UsageError
@@ -24,12 +26,23 @@ def threads_list(ctx: typer.Context, db: DbOption = None, as_json: JsonOption = 
     from app.service.threads import list_threads
 
     settings = load_settings(db=db)
+    path = settings.database.path
+    if path is not None and _missing(path):  # a listing never creates a database
+        if as_json:
+            io.out.print_json("[]")
+        else:
+            io.out.print(
+                f"no threads yet: {path} does not exist yet; start one with: "
+                f"{command('chat', '--thread', 'demo', db=db)}",
+                markup=False,
+            )
+        return
     with open_database(settings.database, settings.busy_timeout) as database:
         threads = list_threads(database)
     if as_json:
         io.out.print_json(json.dumps([t.as_dict() for t in threads], ensure_ascii=False))
         return
-    io.out.print(threads_table(threads))
+    io.out.print(threads_table(threads, io.out.width), soft_wrap=False)
 
 
 @commands.command("delete")
@@ -123,6 +136,14 @@ def threads_vacuum(ctx: typer.Context, db: DbOption = None) -> None:
     )
     if report.note:
         io.err.print(report.note, markup=False)
+
+
+def _missing(path: Path) -> bool:
+    """No file there (a path that cannot even be looked at is left to open_database to report)."""
+    try:
+        return not path.exists()
+    except OSError:
+        return False
 
 
 def _confirm(question: str, yes: bool) -> None:

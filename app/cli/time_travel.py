@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from app.cli.hints import command, db_flag
 from app.cli.io import Invocation, load_settings
 from app.cli.options import DbOption, JsonOption, ThreadOption
 from app.cli.reports import print_rollback
@@ -20,9 +21,11 @@ from app.cli.tables import (
     branch_tree,
     checkpoints_table,
     history_table,
+    short_id,
     strategy_lines,
 )
 from app.errors import AgentRunError, UsageError
+from app.text import plural
 
 if TYPE_CHECKING:
     from app.config import Settings
@@ -83,7 +86,7 @@ def history(
         with opened(db) as (_, database):
             index = api.checkpoints(database, thread)
         if tree:
-            io.out.print(branch_tree(index))
+            io.out.print(branch_tree(index), soft_wrap=False)
         else:
             _print_checkpoints(io, index, limit, as_json)
         return
@@ -97,7 +100,7 @@ def history(
     if as_json:
         io.out.print_json(json.dumps([t.as_dict() for t in found.turns], ensure_ascii=False))
     else:
-        io.out.print(history_table(thread, found.turns))
+        io.out.print(history_table(thread, found.turns, io.out.width), soft_wrap=False)
 
 
 def _print_checkpoints(
@@ -109,7 +112,12 @@ def _print_checkpoints(
         data = [r.as_dict() | {"on_branch": r.checkpoint_id in on_branch} for r in rows]
         io.out.print_json(json.dumps(data, ensure_ascii=False))
     else:
-        io.out.print(checkpoints_table(index.thread_id, rows, index.head.checkpoint_id, on_branch))
+        io.out.print(
+            checkpoints_table(
+                index.thread_id, rows, index.head.checkpoint_id, on_branch, io.out.width
+            ),
+            soft_wrap=False,
+        )
 
 
 @commands.command()
@@ -178,12 +186,14 @@ def diff(
     if as_json:
         io.out.print_json(json.dumps(changes.as_dict(), ensure_ascii=False, default=str))
         return
-    io.out.print(f"[bold]{found.before.checkpoint_id} → {found.after.checkpoint_id}[/bold]")
+    io.out.print(
+        f"[bold]{short_id(found.before.checkpoint_id)} → {short_id(found.after.checkpoint_id)}[/bold]"
+    )
     for key, (old, new) in changes.counters.items():
         io.out.print(f"  {key}: {old} → {new}", markup=False)
-    io.out.print(f"[green]+ {len(changes.added)} message(s) added[/green]")
+    io.out.print(f"[green]+ {plural(len(changes.added), 'message')} added[/green]")
     print_messages(io.out, changes.added)
-    io.out.print(f"[red]- {len(changes.removed)} message(s) removed[/red]")
+    io.out.print(f"[red]- {plural(len(changes.removed), 'message')} removed[/red]")
     print_messages(io.out, changes.removed)
 
 
@@ -213,7 +223,7 @@ def rollback(
             workspace=None if keep_files else settings.workspace,
             force=force,
         )
-    print_rollback(io.err, report)
+    print_rollback(io.err, report, db=db_flag(db, settings))
 
 
 @commands.command()
@@ -312,8 +322,8 @@ def fork(
         )
     row = report.source
     io.err.print(
-        f"forked {thread} at {row.checkpoint_id} (turn {row.turn}) into [bold]{to}[/bold]; "
-        f"continue with: python -m app chat --thread {to}"
+        f"forked {thread} at {short_id(row.checkpoint_id)} (turn {row.turn}) into [bold]{to}[/bold]; "
+        f"continue with: {command('chat', '--thread', to, db=db_flag(db, settings))}"
     )
     for line in report.workspace.lines():
         io.err.print(f"  workspace: {line}", markup=False)

@@ -8,13 +8,15 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 
+from app.text import plural
+
 
 def render_markdown(thread_id: str, messages: Sequence[AnyMessage]) -> str:
     """Markdown for a message list; a tool result is shown under its call, marked ✗ on error."""
     results = {m.tool_call_id: m for m in messages if isinstance(m, ToolMessage)}
     shown: set[str] = set()
     turns = sum(isinstance(m, HumanMessage) for m in messages)
-    lines = [f"# Waypoint thread {_code(thread_id)}", "", f"{turns} turn(s)."]
+    lines = [f"# Waypoint thread {_code(thread_id)}", "", f"{plural(turns, 'turn')}."]
     turn = 0
     for message in messages:
         if isinstance(message, HumanMessage):

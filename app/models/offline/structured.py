@@ -13,6 +13,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from app.models.offline import answers
 from app.models.offline.intents import Intent, is_chinese, parse_request
 from app.models.offline.walk import TOOL_FOR_INTENT, tool_args
+from app.text import plural
 from graphs.plan.steps import REFERENCE
 from graphs.shared.requests import request_of
 
@@ -161,7 +162,11 @@ def verdict_args(messages: list[BaseMessage]) -> dict:
         reason = "离线规划器读不懂这个请求。" if zh else "the offline planner could not read it"
         return {"success": False, "reason": reason}
     used = sum(isinstance(m, ToolMessage) for m in attempt)
-    reason = f"回答基于 {used} 个工具结果。" if zh else f"the answer rests on {used} tool result(s)"
+    reason = (
+        f"回答基于 {used} 个工具结果。"
+        if zh
+        else f"the answer rests on {plural(used, 'tool result')}"
+    )
     return {"success": True, "reason": reason}
 
 
