@@ -65,10 +65,13 @@ def test_threads_list_elsewhere_creates_nothing_and_names_the_database(
 
     assert result.returncode == 0
     user_db = no_explicit_places / "xdg" / "waypoint" / "agent.sqlite"
-    assert result.stdout.decode().split() == (
-        f"no threads yet: {user_db} does not exist yet; start one with: waypoint chat "
-        "--thread demo"
-    ).split()
+    assert (
+        result.stdout.decode().split()
+        == (
+            f"no threads yet: {user_db} does not exist yet; start one with: waypoint chat "
+            "--thread demo"
+        ).split()
+    )
     assert not user_db.exists() and not (elsewhere / "checkpoints").exists()
 
 

@@ -145,7 +145,5 @@ def test_columns_are_left_out_whole_lowest_priority_first():
 
 def test_times_read_as_how_long_ago():
     now = datetime(2026, 6, 15, 10, 30, tzinfo=UTC)
-    ago = {
-        s: human_time((now - timedelta(seconds=s)).isoformat(), now) for s in (5, 200, 90_000)
-    }
+    ago = {s: human_time((now - timedelta(seconds=s)).isoformat(), now) for s in (5, 200, 90_000)}
     assert ago == {5: "5 seconds ago", 200: "3 minutes ago", 90_000: "a day ago"}

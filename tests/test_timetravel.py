@@ -247,10 +247,13 @@ def test_an_id_too_short_to_be_unique_says_so_not_that_it_does_not_exist():
     result = run_cli("show", "-t", "s", "-c", full[:4])
 
     assert result.returncode == 2
-    assert result.stderr.decode().split() == (
-        f"error: checkpoint '{full[:4]}' is too short to name one checkpoint: give at least 6 "
-        "characters of its id (the 12 that `history` shows)"
-    ).split()
+    assert (
+        result.stderr.decode().split()
+        == (
+            f"error: checkpoint '{full[:4]}' is too short to name one checkpoint: give at least 6 "
+            "characters of its id (the 12 that `history` shows)"
+        ).split()
+    )
 
 
 def test_rollback_gives_back_a_file_the_agent_overwrote_instead_of_deleting_it(isolated: Path):

@@ -156,7 +156,9 @@ def _refusing(tool: BaseTool, spared: set[str]) -> BaseTool:
         if normalized_path(path) in spared:
             raise ToolInputError(
                 f"'{printable(path)}' was changed outside Waypoint, so this replay leaves it alone "
-                "and did not write it; tell the user (replay with --force to overwrite it)"
+                "and did not write it; tell the user (replay with --force to overwrite it)",
+                user_message=f"'{printable(path)}' was changed outside Waypoint, so the replay "
+                "left it alone (replay with --force to overwrite it)",
             )
         return write(**arguments)
 

@@ -178,11 +178,12 @@ def _one_shot(
         if approver is None:
             renderer.emit(Notice(f"approval policy: {policy} ({POLICY_MEANING[policy]})"))
         try:
-            result = session.run_turn(message, renderer, approver)
+            with renderer:
+                result = session.run_turn(message, renderer, renderer.paused(approver))
         except TurnInterrupted as exc:
             io.err.print(f"[yellow]{exc}; what was shown is saved[/yellow]")
             return ExitStatus.INTERRUPTED
-    if result.status == "failed":
+    if result.status == "failed":  # the failure handler ended it, or what was asked was not done
         raise AgentRunError(f"turn {result.turn} of thread {thread_id} failed")
     return ExitStatus.OK
 

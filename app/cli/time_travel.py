@@ -268,9 +268,13 @@ def replay(
     with open_runtime(settings) as runtime:
         try:
             session = runtime.session(thread)
-            result = session.replay(
-                start.row.checkpoint_id, renderer, _approver(io, yes), start.spared
-            )
+            with renderer:
+                result = session.replay(
+                    start.row.checkpoint_id,
+                    renderer,
+                    renderer.paused(_approver(io, yes)),
+                    start.spared,
+                )
         except TurnInterrupted as exc:
             io.err.print(f"[yellow]{exc}; what was shown is saved[/yellow]")
             raise typer.Exit(130) from None

@@ -15,6 +15,7 @@ from langgraph.types import StateSnapshot
 
 from app.service.events import EventSink, TurnEnd, from_stream
 from app.service.head import CHECKPOINTS_MODE, HeadCache
+from app.service.outcome import turn_status
 from app.service.recovery import close_interrupted
 from app.service.threads import load_state, thread_config
 from app.service.worker import RunCancelled, sigint_ignored, stream_in_worker
@@ -103,8 +104,6 @@ class TurnRun:
         values = (head or load_state(self.thread.graph, self.thread.thread_id)).values
         last = values["messages"][-1] if values.get("messages") else None
         answer = str(last.content) if isinstance(last, AIMessage) else ""
-        result = TurnResult(
-            self.thread.thread_id, self.turn, values.get("status") or "answered", answer
-        )
+        result = TurnResult(self.thread.thread_id, self.turn, turn_status(values), answer)
         self.sink.emit(TurnEnd(result.thread_id, result.turn, result.status, result.answer))
         return result

@@ -15,6 +15,7 @@ from langgraph.types import StateSnapshot
 
 from app.db.base import CheckpointRecord, Database
 from app.errors import ConflictError, NotFoundError, ThreadNotFoundError, UsageError
+from app.service.outcome import turn_status
 from app.service.threads import (
     SHORT_ID_CHARS,
     checkpoint_time,
@@ -234,7 +235,7 @@ def _summarise(
     return TurnSummary(
         turn=turn,
         preview=next((r.preview for r in rows if r.preview), ""),
-        status=values.get("status") or ("interrupted" if snapshot.next else "answered"),
+        status=turn_status(values) if values.get("status") or not snapshot.next else "interrupted",
         steps=len(rows),
         iteration=values.get("iteration", 0),
         retry_count=values.get("retry_count", 0),

@@ -279,5 +279,6 @@ def _unknown_document(key: str) -> UnknownDocumentError:
 def _empty_corpus() -> EmptyCorpusError:
     return EmptyCorpusError(
         "the document corpus is empty, so there is nothing to search; tell the user they can add "
-        "documents with `python -m app corpus add PATH`"
+        "documents with `waypoint corpus add PATH`",
+        user_message="the document corpus is empty; add documents with: waypoint corpus add PATH",
     )
