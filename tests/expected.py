@@ -25,7 +25,7 @@ def assert_names_the_warmer_city(answer: str, first: dict, second: dict, chinese
 
 
 def assert_names_the_colder_city(answer: str, first: dict, second: dict) -> None:
-    """"Which one is colder?" is answered with the colder city, not the warmer one."""
+    """A question about the colder city is answered with the colder city, not the warmer one."""
     if first["high"] == second["high"]:
         assert "same high" in answer
         return
