@@ -262,8 +262,12 @@ def test_tools_lists_every_tool_with_its_schema():
         "recall",
     }
     assert tools["calculator"]["parameters"]["properties"]["expression"]["type"] == "string"
-    assert tools["run_python"]["needs_approval"] == "sometimes"
+    # as the README's table says: run_python always asks, write_file when it would overwrite
+    assert tools["run_python"]["needs_approval"] == "always"
+    assert tools["edit_file"]["needs_approval"] == "always"
+    assert tools["write_file"]["needs_approval"] == "when it overwrites a file"
     assert tools["calculator"]["needs_approval"] == "no"
+    assert {t["source"] for t in tools.values()} == {"built-in"}
 
 
 LOADED_AFTER = """

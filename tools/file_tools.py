@@ -110,7 +110,11 @@ def make_file_tools(workspace: Workspace) -> list[BaseTool]:
             write_file,
             args_schema=WriteFileArgs,
             response_format="content_and_artifact",
-            metadata={"risk": overwrite_risk, "side_effects": True},
+            metadata={
+                "risk": overwrite_risk,
+                "approval": "when it overwrites a file",
+                "side_effects": True,
+            },
         ),
         StructuredTool.from_function(
             edit_file,

@@ -11,9 +11,11 @@ import typer
 from rich import box
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from app.cli.io import Invocation, load_settings
 from app.cli.options import DbOption, JsonOption
+from app.cli.tables import Column, fitted_table
 
 commands = typer.Typer()
 
@@ -91,26 +93,60 @@ def list_tools(
     from langchain_core.utils.function_calling import convert_to_openai_tool
 
     from app.service.runtime import open_runtime
-    from graphs.shared.approvals import risk_of
 
     settings = load_settings(db=db, mcp_config=mcp_config, model="offline")
+    # The runtime a chat would open: MCP tools get the names a chat gives them (`wp__calculator`
+    # when a built-in tool has the name already).
     with open_runtime(settings) as runtime:
         described = [
             {
                 **convert_to_openai_tool(tool)["function"],
-                "needs_approval": "sometimes"
-                if (tool.metadata or {}).get("risk") or risk_of(tool, {})
-                else "no",
+                "needs_approval": approval_of(tool),
+                "source": source_of(tool),
             }
             for tool in runtime.context.tools
         ]
     if as_json:
         io.out.print_json(json.dumps(described, ensure_ascii=False))
         return
-    table = Table("tool", "description", "arguments", "approval")
-    for tool in described:
-        arguments = ", ".join(tool.get("parameters", {}).get("properties", {})) or "-"
-        table.add_row(
-            tool["name"], tool["description"].split("\n")[0], arguments, tool["needs_approval"]
-        )
-    io.out.print(table)
+    columns = [
+        Column("tool"),
+        Column("description", text=True),
+        Column("arguments", priority=2),
+        Column("approval", priority=1),
+        Column("source", priority=3),
+    ]
+    rows = [
+        [
+            tool["name"],
+            Text(tool["description"].split("\n")[0]),
+            "\n".join(tool.get("parameters", {}).get("properties", {})) or "-",
+            tool["needs_approval"],
+            tool["source"],
+        ]
+        for tool in described
+    ]
+    io.out.print(fitted_table(columns, rows, io.out.width), soft_wrap=False)
+
+
+def approval_of(tool) -> str:  # type: ignore[no-untyped-def]
+    """When a call of the tool asks for approval (with `--approve ask`): always, never, or what
+    its risk depends on."""
+    from graphs.shared.approvals import risk_of
+
+    metadata = tool.metadata or {}
+    if risk_of(tool, {}) is not None:
+        return "always"
+    if metadata.get("risk") is not None:
+        return str(metadata.get("approval", "depending on the arguments"))
+    return "no"
+
+
+def source_of(tool) -> str:  # type: ignore[no-untyped-def]
+    """built-in, or the MCP server and the name the tool has there."""
+    metadata = tool.metadata or {}
+    server = metadata.get("mcp_server")
+    if server is None:
+        return "built-in"
+    original = metadata.get("mcp_tool")
+    return f"MCP {server}" + (f" ({original})" if original and original != tool.name else "")

@@ -289,9 +289,13 @@ def avoid_lesson(name: str, args: dict, error: str, zh: bool) -> str:
     )
 
 
+# A lesson of this turn starts its line ("- read_file failed …"); one recalled from another
+# thread's experience is quoted inside its line ("- lesson for: … | read_file failed …") and is
+# not a reason to skip a call now (the file may exist by now).
 AVOIDED_CALL = re.compile(
-    r"(?P<name>\w+) (?:failed \((?P<reason>.*)\)\. Do not call|失败了（(?P<reason_zh>.*)）。不要再调用) "
-    r"(?P=name) (?P<args>\{.*?\})(?: again;|；)"
+    r"^(?:- )?(?P<name>\w+) (?:failed \((?P<reason>.*)\)\. Do not call|失败了（(?P<reason_zh>.*)）。不要再调用) "
+    r"(?P=name) (?P<args>\{.*?\})(?: again;|；)",
+    re.M,
 )
 
 
