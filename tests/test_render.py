@@ -101,7 +101,7 @@ def test_a_json_result_is_shown_as_key_value_lines():
     forecast = {"city": "Paris", "condition": "partly cloudy", "high": 9, "low": 3}
     card = card_of("get_weather", {"city": "Paris"}, json.dumps(forecast))
     lines = [line.strip("│ ") for line in card.splitlines()]
-    assert ["city: Paris", "condition: partly cloudy", "high: 9", "low: 3"] == lines[2:6]
+    assert lines[2:6] == ["city: Paris", "condition: partly cloudy", "high: 9", "low: 3"]
     assert '{"city"' not in card
 
 
