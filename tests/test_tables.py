@@ -36,7 +36,7 @@ def header_words(text: str, first: str) -> list[str]:
 def thread() -> str:
     thread = chat(None, "what is 6 times 7")
     chat(thread, "weather in Paris and Rome, which is warmer?")
-    chat(thread, "search for release checklist and tell me what you find there")
+    chat(thread, "what time is it? and what do you remember about my favourite colour")
     return thread
 
 

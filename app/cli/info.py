@@ -14,31 +14,48 @@ from rich.table import Table
 from rich.text import Text
 
 from app.cli.io import Invocation, load_settings
-from app.cli.options import DbOption, JsonOption
+from app.cli.options import (
+    DbOption,
+    JsonOption,
+    ModelOption,
+    Strategy,
+    ToolProtocolOption,
+    chosen,
+    command_group,
+    examples,
+)
 from app.cli.tables import Column, fitted_table
 
-commands = typer.Typer()
+commands = command_group()
 
 
-@commands.command("graph")
+@commands.command("graph", epilog=examples("graph", "graph --strategy plan"))
 def draw_graph(
     ctx: typer.Context,
     strategy: Annotated[
-        str, typer.Option("--strategy", help="react | plan | reflexion | routed.")
-    ] = "react",
+        Strategy, typer.Option("--strategy", help="Which strategy's graph.")
+    ] = Strategy.react,
 ) -> None:
-    """Print a strategy's state machine as a Mermaid diagram (its tool-loop subgraph too)."""
+    """A strategy's state machine as a Mermaid diagram.
+
+    The tool-loop subgraph a strategy runs is drawn too."""
     io: Invocation = ctx.obj
     from app.errors import UsageError
     from graphs.strategies import UnknownStrategyError, mermaid
 
     try:
-        io.out.print(mermaid(strategy), markup=False, highlight=False)
+        io.out.print(mermaid(strategy.value), markup=False, highlight=False)
     except UnknownStrategyError as exc:
         raise UsageError(str(exc)) from None
 
 
-@commands.command()
+@commands.command(
+    epilog=examples(
+        "doctor",
+        "doctor --ping",
+        "doctor --ping --model openai:llama3.1 --tool-protocol react",
+    )
+)
 def doctor(
     ctx: typer.Context,
     ping: Annotated[
@@ -47,20 +64,18 @@ def doctor(
             "--ping", help="Send a tiny request to the model, and a tool-call round trip."
         ),
     ] = False,
-    model: Annotated[
-        str | None, typer.Option("--model", help="offline | openai:<name> (env APP_MODEL).")
-    ] = None,
-    tool_protocol: Annotated[
-        str | None,
-        typer.Option("--tool-protocol", help="native | react (env APP_TOOL_PROTOCOL)."),
-    ] = None,
+    model: ModelOption = None,
+    tool_protocol: ToolProtocolOption = None,
     db: DbOption = None,
 ) -> None:
-    """Print the resolved configuration (secrets masked) and check the database and workspace."""
+    """Check the configuration, the database and the workspace.
+
+    Secrets are masked; --ping also checks the model and its tool calls. Exit 1 when a check
+    fails."""
     io: Invocation = ctx.obj
     from app.cli import doctor as checks
 
-    settings = load_settings(db=db, model=model, tool_protocol=tool_protocol)
+    settings = load_settings(db=db, model=model, tool_protocol=chosen(tool_protocol))
     table = Table("setting", "value", title="Waypoint configuration", box=box.SIMPLE_HEAD)
     for name, value in checks.configuration(settings):
         table.add_row(name, value)
@@ -79,16 +94,19 @@ def doctor(
         raise typer.Exit(1)
 
 
-@commands.command("tools")
+@commands.command("tools", epilog=examples("tools", "tools --json --mcp-config servers.json"))
 def list_tools(
     ctx: typer.Context,
     as_json: JsonOption = False,
     mcp_config: Annotated[
-        Path | None, typer.Option("--mcp-config", help="Include the tools of these MCP servers.")
+        Path | None,
+        typer.Option(
+            "--mcp-config", metavar="FILE", help="Include the tools of these MCP servers."
+        ),
     ] = None,
     db: DbOption = None,
 ) -> None:
-    """List every tool the agent can call, with its description and JSON schema."""
+    """Every tool the agent can call, and when it asks first."""
     io: Invocation = ctx.obj
     from langchain_core.utils.function_calling import convert_to_openai_tool
 

@@ -11,15 +11,21 @@ import typer
 
 from app.cli.hints import command
 from app.cli.io import Invocation, load_settings
-from app.cli.options import DbOption, JsonOption
+from app.cli.options import DbOption, JsonOption, command_group, examples
 from app.errors import UsageError
 
-commands = typer.Typer(help="Inspect the threads stored in the database.", no_args_is_help=True)
+commands = command_group(
+    help="List, delete and prune the threads in the database.", no_args_is_help=True
+)
 
 
-@commands.command("list")
+@commands.command(
+    "list", epilog=examples("threads list", "threads list --json --db /tmp/agent.sqlite")
+)
 def threads_list(ctx: typer.Context, db: DbOption = None, as_json: JsonOption = False) -> None:
-    """List threads, newest first: id, title, turns, checkpoints, size, last update, interrupted."""
+    """Every thread, newest first: id, title, turns, last update, size.
+
+    A thread whose writer died mid-run is marked interrupted until its next turn."""
     io: Invocation = ctx.obj
     from app.cli.tables import threads_table
     from app.db import open_database
@@ -45,14 +51,16 @@ def threads_list(ctx: typer.Context, db: DbOption = None, as_json: JsonOption = 
     io.out.print(threads_table(threads, io.out.width), soft_wrap=False)
 
 
-@commands.command("delete")
+@commands.command("delete", epilog=examples("threads delete demo --yes"))
 def threads_delete(
     ctx: typer.Context,
-    thread: Annotated[str, typer.Argument(help="The thread to delete.")],
+    thread: Annotated[str, typer.Argument(metavar="ID", help="The thread to delete.")],
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     db: DbOption = None,
 ) -> None:
-    """Delete a thread: every checkpoint and write (workspace files are left alone)."""
+    """Delete a thread: every checkpoint and write.
+
+    Workspace files are left alone; `threads vacuum` shrinks the file afterwards."""
     io: Invocation = ctx.obj
     from app.db import open_database
     from app.service import api
@@ -68,18 +76,32 @@ def threads_delete(
     )
 
 
-@commands.command("prune")
+@commands.command(
+    "prune",
+    epilog=examples(
+        "threads prune --keep-last-turns 20 --dry-run",
+        "threads prune --keep-last-turns 20 --older-than 90 --json",
+    ),
+)
 def threads_prune(
     ctx: typer.Context,
     keep_last_turns: Annotated[
         int | None,
         typer.Option(
-            "--keep-last-turns", min=1, help="Keep each thread's last N turns (and what they need)."
+            "--keep-last-turns",
+            min=1,
+            metavar="N",
+            help="Keep each thread's last N turns (and what they need).",
         ),
     ] = None,
     older_than: Annotated[
         float | None,
-        typer.Option("--older-than", min=0, help="Delete whole threads not updated for DAYS days."),
+        typer.Option(
+            "--older-than",
+            min=0,
+            metavar="DAYS",
+            help="Delete whole threads not updated for DAYS days.",
+        ),
     ] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Report what would go; delete nothing.")
@@ -87,7 +109,9 @@ def threads_prune(
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     db: DbOption = None,
 ) -> None:
-    """Delete old checkpoints and writes that no kept checkpoint needs; every kept one still loads."""
+    """Delete old checkpoints that no kept checkpoint needs.
+
+    Every kept checkpoint still loads exactly as before; a thread being written is skipped."""
     io: Invocation = ctx.obj
     from app.db import open_database
     from app.service.maintenance import prune
@@ -119,9 +143,11 @@ def threads_prune(
     )
 
 
-@commands.command("vacuum")
+@commands.command("vacuum", epilog=examples("threads vacuum"))
 def threads_vacuum(ctx: typer.Context, db: DbOption = None) -> None:
-    """SQLite: fold the WAL in and VACUUM the file. PostgreSQL: VACUUM the checkpoint tables."""
+    """Give freed space back: VACUUM the database.
+
+    SQLite: fold the WAL in and VACUUM the file. PostgreSQL: VACUUM the checkpoint tables."""
     io: Invocation = ctx.obj
     from app.db import open_database
     from app.service.maintenance import vacuum
