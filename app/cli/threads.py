@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from app.cli.hints import command
+from app.cli.hints import command, db_flag
 from app.cli.io import Invocation, load_settings
 from app.cli.options import DbOption, JsonOption, command_group, examples
 from app.errors import UsageError
@@ -72,7 +72,8 @@ def threads_delete(
         report = api.delete_thread(database, thread)
     io.err.print(
         f"deleted thread {thread}: {report.checkpoints} checkpoints, {report.writes} writes "
-        f"({report.bytes_freed:,} bytes; run `threads vacuum` to shrink the file)"
+        f"({report.bytes_freed:,} bytes; shrink the file with: "
+        f"{command('threads', 'vacuum', db=db_flag(db, settings))})"
     )
 
 
