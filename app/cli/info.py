@@ -40,13 +40,9 @@ def draw_graph(
 
     The tool-loop subgraph a strategy runs is drawn too."""
     io: Invocation = ctx.obj
-    from app.errors import UsageError
-    from graphs.strategies import UnknownStrategyError, mermaid
+    from graphs.strategies import mermaid
 
-    try:
-        io.out.print(mermaid(strategy.value), markup=False, highlight=False)
-    except UnknownStrategyError as exc:
-        raise UsageError(str(exc)) from None
+    io.out.print(mermaid(strategy.value), markup=False, highlight=False)
 
 
 @commands.command(
