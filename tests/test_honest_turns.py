@@ -223,7 +223,7 @@ def test_an_endpoints_error_is_shown_whole_in_the_failure_panel(
     openai_server: OpenAIServer, monkeypatch
 ):
     monkeypatch.setenv("OPENAI_BASE_URL", openai_server.base_url)
-    masked = "sk-proj-" + "*" * 160 + "5NQA"
+    masked = "sk-proj-" + "*" * 300 + "5NQA"  # cut the advice after it at 300 characters
     openai_server.add(
         error(
             401,
