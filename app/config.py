@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -16,6 +17,39 @@ from app.server.hosts import host_name
 
 DEFAULT_OPENAI_MODEL = "openai:gpt-4o-mini"
 ENV_FILE = ".env"
+PROJECT_DATA_DIR = "checkpoints"  # a project's data directory, found the way git finds .git
+DATABASE_FILE = "agent.sqlite"
+APP_NAME = "waypoint"
+
+
+@dataclass(frozen=True)
+class DataHome:
+    """Where the database and the workspace are when neither --db nor --workspace says: the
+    nearest directory (the current one or a parent) that has `checkpoints/`, else the user's data
+    directory (platformdirs: ~/.local/share/waypoint on Linux)."""
+
+    database: Path
+    workspace: Path
+    origin: str  # what `doctor` and the REPL banner say about where it came from
+
+
+def data_home(start: Path | None = None) -> DataHome:
+    here = (start or Path.cwd()).absolute()
+    for directory in (here, *here.parents):
+        if (directory / PROJECT_DATA_DIR).is_dir():
+            return DataHome(
+                directory / PROJECT_DATA_DIR / DATABASE_FILE,
+                directory / "workspace",
+                f"the project at {directory}",
+            )
+    import platformdirs
+
+    user_dir = platformdirs.user_data_path(APP_NAME)
+    return DataHome(
+        user_dir / DATABASE_FILE,
+        user_dir / "workspace",
+        f"the user data directory (no {PROJECT_DATA_DIR}/ here or in a parent)",
+    )
 
 
 # The names in graphs/strategies.py STRATEGIES (kept here so settings load without LangGraph).
@@ -28,9 +62,12 @@ class Settings(BaseSettings):
     )
 
     model: str | None = Field(None, description="offline | openai:<name>; default depends on keys")
-    db: str = Field("checkpoints/agent.sqlite", description="SQLite file or postgresql:// URL")
+    db: str = Field(
+        default_factory=lambda: str(data_home().database),
+        description="SQLite file or postgresql:// URL",
+    )
     corpus_db: Path | None = Field(None, description="SQLite file of the local search corpus")
-    workspace: Path = Path("workspace")
+    workspace: Path = Field(default_factory=lambda: data_home().workspace)
     max_iterations: int = Field(8, ge=1, le=100)
     max_retries: int = Field(3, ge=0, le=20)
     backoff_base: float = Field(0.5, ge=0)
@@ -130,6 +167,13 @@ class Settings(BaseSettings):
         checkpoints/corpus.sqlite next to a server database."""
         location = self.database
         return self.corpus_db or location.path or location.local_dir / "corpus.sqlite"
+
+    def origin(self, name: str) -> str:
+        """Where the value of setting `name` ("db", "workspace") came from, for `doctor` and the
+        REPL banner."""
+        if name in self.model_fields_set:
+            return f"--{name} or APP_{name.upper()}"
+        return data_home().origin
 
     @property
     def chat_history_file(self) -> Path:

@@ -56,7 +56,9 @@ class ThreadNotFoundError(NotFoundError):
     gives its own (app/server/errors.py)."""
 
     def __init__(self, thread_id: str) -> None:
-        super().__init__(f"thread {thread_id} does not exist; see `threads list`")
+        super().__init__(
+            f"thread {thread_id} does not exist; list them with: waypoint threads list"
+        )
         self.thread_id = thread_id
 
 

@@ -61,11 +61,13 @@ def db_path(isolated: Path) -> Path:
 CLI_ENV = {"COLUMNS": "200", "NO_COLOR": "1"}
 
 
-def run_cli(*args: str, input: bytes | None = None) -> subprocess.CompletedProcess:
+def run_cli(
+    *args: str, input: bytes | None = None, columns: int = 200
+) -> subprocess.CompletedProcess:
     """`python -m app ARGS` run in this process through the real entry point (`app.__main__.run`,
     the whole error boundary): stdin is `input` (not a terminal), stdout and stderr are captured as
-    bytes, and the environment, working directory and database are the test's. Use
-    `run_cli_process` only where the process itself is under test."""
+    bytes, the terminal is `columns` wide, and the environment, working directory and database are
+    the test's. Use `run_cli_process` only where the process itself is under test."""
     from app.__main__ import run
 
     stdin = io.TextIOWrapper(io.BytesIO(input or b""), encoding="utf-8")
@@ -74,7 +76,7 @@ def run_cli(*args: str, input: bytes | None = None) -> subprocess.CompletedProce
         io.BytesIO(), encoding="utf-8", errors="backslashreplace", write_through=True
     )
     threads, handler = set(threading.enumerate()), signal.getsignal(signal.SIGINT)
-    with _swapped_streams(stdin, stdout, stderr), _environment(CLI_ENV):
+    with _swapped_streams(stdin, stdout, stderr), _environment(CLI_ENV | {"COLUMNS": str(columns)}):
         try:
             code = run(list(args), prog_name="python -m app")
         except SystemExit as exc:  # as the interpreter would turn it into a status

@@ -24,6 +24,16 @@ def assert_names_the_warmer_city(answer: str, first: dict, second: dict, chinese
         assert f"{warmer} is {gap}" in answer and "warmer than" in answer
 
 
+def assert_names_the_colder_city(answer: str, first: dict, second: dict) -> None:
+    """A question about the colder city is answered with the colder city, not the warmer one."""
+    if first["high"] == second["high"]:
+        assert "same high" in answer
+        return
+    colder = first if first["high"] < second["high"] else second
+    gap = abs(first["high"] - second["high"])
+    assert f"{colder['city']} is {gap}" in answer and "colder than" in answer
+
+
 def chinese_comparison(first: dict, second: dict) -> str:
     """What a Chinese answer comparing two forecasts names: the gap (温差), or equal highs (相同)."""
     return "相同" if first["high"] == second["high"] else "温差"

@@ -15,7 +15,7 @@ import pytest
 from rich.console import Console
 
 from tests.cli_boundary import invoke
-from tests.conftest import CLI_ENV, REPO, run_cli, run_cli_process
+from tests.conftest import REPO, run_cli, run_cli_process
 from tests.fakes import TOOL_NAMES
 
 
@@ -24,7 +24,7 @@ def test_one_shot_answers_on_stdout_and_shows_tool_cards_on_stderr():
     assert result.returncode == 0
     assert result.stdout.decode() == "6 * 7 = 42\n"
     stderr = result.stderr.decode()
-    assert "calculator" in stderr and '{"expression": "6 * 7"}' in stderr and "42" in stderr
+    assert "calculator" in stderr and "expression: 6 * 7" in stderr and "42" in stderr
 
 
 def test_without_thread_a_new_id_is_printed(isolated):
@@ -239,8 +239,7 @@ def test_each_run_renders_for_its_own_terminal(monkeypatch):
     """rich reads COLUMNS (and NO_COLOR, and whether it writes to a terminal) when a Console is made:
     the CLI's consoles belong to one run, not to the first run in the process."""
     wide = run_cli("tools").stdout.decode().splitlines()
-    monkeypatch.setitem(CLI_ENV, "COLUMNS", "60")
-    narrow = run_cli("tools").stdout.decode().splitlines()
+    narrow = run_cli("tools", columns=60).stdout.decode().splitlines()
     assert max(map(len, wide)) > 60
     assert max(map(len, narrow)) <= 60 and len(narrow) > len(wide)
 
@@ -263,8 +262,12 @@ def test_tools_lists_every_tool_with_its_schema():
         "recall",
     }
     assert tools["calculator"]["parameters"]["properties"]["expression"]["type"] == "string"
-    assert tools["run_python"]["needs_approval"] == "sometimes"
+    # as the README's table says: run_python always asks, write_file when it would overwrite
+    assert tools["run_python"]["needs_approval"] == "always"
+    assert tools["edit_file"]["needs_approval"] == "always"
+    assert tools["write_file"]["needs_approval"] == "when it overwrites a file"
     assert tools["calculator"]["needs_approval"] == "no"
+    assert {t["source"] for t in tools.values()} == {"built-in"}
 
 
 LOADED_AFTER = """

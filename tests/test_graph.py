@@ -420,8 +420,7 @@ def test_fatal_model_error_fails_at_once(tools: list[BaseTool], make_error: Any)
         "the endpoint rejected the credentials; check OPENAI_API_KEY"
     )
     assert final.content.endswith(
-        "Fix the model configuration (see `python -m app chat --help`), then send your message "
-        "again."
+        "Fix the model configuration (see: waypoint chat --help), then send your message again."
     )
     assert values["status"] == "failed"
     assert values["last_error"]["kind"] == "model_fatal"

@@ -355,6 +355,18 @@ def test_mcp_list_shows_the_configured_tools(tmp_path: Path):
     assert rows[0]["input_schema"]["required"] == ["expression"]
 
 
+@needs_mcp
+def test_tools_lists_mcp_tools_under_the_names_a_chat_gives_them(tmp_path: Path):
+    config = write_config(tmp_path / "mcp.json", {"waypoint": waypoint_server(tmp_path / "ws")})
+    result = run_cli("tools", "--json", "--mcp-config", str(config))
+    assert result.returncode == 0, result.stderr.decode()
+    tools = {t["name"]: t for t in json.loads(result.stdout)}
+    # the built-in calculator keeps its name; the server's is renamed, as chat renames it
+    assert tools["calculator"]["source"] == "built-in"
+    assert tools["waypoint__calculator"]["source"] == "MCP waypoint (calculator)"
+    assert tools["waypoint__calculator"]["needs_approval"] == "always"  # an untrusted server
+
+
 def test_mcp_list_with_a_bad_config_exits_3_with_the_reason(tmp_path: Path):
     result = run_cli("mcp", "list", "--mcp-config", str(tmp_path / "missing.json"))
     assert result.returncode == 3

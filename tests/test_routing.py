@@ -369,4 +369,10 @@ def test_unknown_failure_is_fatal_and_not_retried() -> None:
 
 def test_long_detail_is_shortened() -> None:
     result = classify_model_error(TimeoutError("x" * 1000))
-    assert result["message"] == "the model endpoint did not answer in time: " + "x" * 300 + "…"
+    assert result["message"] == "the model endpoint did not answer in time: " + "x" * 600 + "…"
+
+
+def test_a_masked_key_is_shortened_rather_than_the_advice_after_it_cut_off() -> None:
+    error = RuntimeError(f"Incorrect API key provided: sk-{'*' * 400}5NQA. Find your key at URL.")
+    result = classify_model_error(error)
+    assert result["message"].endswith("sk-****5NQA. Find your key at URL.")

@@ -292,9 +292,7 @@ def test_the_tool_on_the_corpus_no_match_and_empty_corpus(corpus: LocalIndex, tm
     for document in emptied.list():
         emptied.remove(document.id)
     for index in (never_used, emptied):
-        with pytest.raises(
-            EmptyCorpusError, match=r"corpus is empty.*python -m app corpus add PATH"
-        ):
+        with pytest.raises(EmptyCorpusError, match=r"corpus is empty.*waypoint corpus add PATH"):
             make_search_tool(index).invoke({"query": "solar"})
     assert issubclass(EmptyCorpusError, ToolError)
 
@@ -390,7 +388,7 @@ def test_cli_add_list_search_remove_round_trip(docs: Path, db_path: Path):
     empty = corpus_cli("search", "solar")
     assert (empty.returncode, empty.stderr.decode()) == (
         2,
-        "error: the corpus is empty; add documents with: python -m app corpus add PATH\n",
+        "error: the corpus is empty; add documents with: waypoint corpus add PATH\n",
     )
     added = corpus_cli("add", str(docs / "solar.md"), str(docs / "sub"), str(docs / "report.pdf"))
     assert added.returncode == 0, added.stderr.decode()

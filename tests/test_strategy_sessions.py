@@ -147,7 +147,8 @@ def test_graph_prints_each_strategy_as_mermaid():
     assert "agent -.-> tools" in reflexion
     assert "classify -.-> calculator" in run_cli("graph", "--strategy", "routed").stdout.decode()
     bad = run_cli("graph", "--strategy", "nope")
-    assert bad.returncode == 2 and "unknown strategy 'nope'" in bad.stderr.decode()
+    assert bad.returncode == 2
+    assert "'nope' is not one of 'react', 'plan', 'reflexion', 'routed'" in bad.stderr.decode()
 
 
 def test_chat_with_strategy_plan_from_the_command_line():
@@ -164,7 +165,7 @@ def test_chat_with_reflexion_shows_trials_and_verdicts(isolated):
     result = run_cli(
         "chat", "-t", "rx", "--strategy", "reflexion", "--max-trials", "2", "-m", "read gone.txt"
     )
-    assert result.returncode == 0, result.stderr.decode()
+    assert result.returncode == 1, result.stderr.decode()  # the file could not be read
     stderr = result.stderr.decode()
     assert "attempt 1/2" in stderr and "attempt 2/2" in stderr
     assert "✗ evaluation of attempt 1: failure" in stderr and "lesson: read_file failed" in stderr

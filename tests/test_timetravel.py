@@ -75,8 +75,8 @@ def test_a_rollback_can_itself_be_rolled_back(database: str):
     seed("rr", "what is 1 plus 1", "what is 2 plus 2")
     first = run_cli("rollback", "-t", "rr", "-n", "1")
     undo_hint = first.stderr.decode().split("undo this with: ")[1].split()
-    assert undo_hint[:4] == ["rollback", "--thread", "rr", "--checkpoint"]
-    again = run_cli(*undo_hint)
+    assert undo_hint[:5] == ["waypoint", "rollback", "--thread", "rr", "--checkpoint"]
+    again = run_cli(*undo_hint[1:])
     assert again.returncode == 0, again.stderr.decode()
     assert [m["content"] for m in head_messages("rr")][-1] == "2 + 2 = 4"
 
@@ -113,7 +113,8 @@ def test_rollback_restores_workspace_files_and_does_not_clobber_edited_ones(
     assert "left b.txt alone: it was changed outside Waypoint" in result.stderr.decode()
 
     forward = result.stderr.decode().split("undo this with: ")[1].split()
-    assert run_cli(*forward, "--force").returncode == 0
+    assert forward[0] == "waypoint"
+    assert run_cli(*forward[1:], "--force").returncode == 0
     assert (workspace / "a.txt").read_text() == "v2"
     assert (workspace / "b.txt").read_text() == "hello"
 
@@ -212,7 +213,7 @@ def test_show_renders_the_conversation_like_the_chat():
             ["rollback", "-t", "x", "-c", "nope-not-an-id"],
             "checkpoint 'nope-not-an-id' does not exist in thread x",
         ),
-        (["rollback", "-t", "x", "--turns", "5"], "thread x has 1 turn(s); roll back at most 0"),
+        (["rollback", "-t", "x", "--turns", "5"], "thread x has 1 turn; roll back at most 0"),
         (["rollback", "-t", "x"], "give exactly one of --turns N or --checkpoint ID"),
         (["rollback", "-t", "ghost", "-n", "1"], "thread ghost does not exist"),
         (["show", "-t", "x", "-c", "deadbeefcafe"], "does not exist in thread x"),
@@ -237,7 +238,23 @@ def test_a_unique_part_of_a_checkpoint_id_is_enough(database: str):
     full = turn_list("u")[1]["checkpoint_id"]
     result = run_cli("rollback", "-t", "u", "-c", full[-12:])
     assert result.returncode == 0, result.stderr.decode()
-    assert full in result.stderr.decode()
+    assert f"(checkpoint {full[-12:]})" in result.stderr.decode()
+
+
+def test_an_id_too_short_to_be_unique_says_so_not_that_it_does_not_exist():
+    seed("s", "what is 1 plus 1")
+    full = turn_list("s")[0]["checkpoint_id"]
+
+    result = run_cli("show", "-t", "s", "-c", full[:4])
+
+    assert result.returncode == 2
+    assert (
+        result.stderr.decode().split()
+        == (
+            f"error: checkpoint '{full[:4]}' is too short to name one checkpoint: give at least 6 "
+            "characters of its id (the 12 that `history` shows)"
+        ).split()
+    )
 
 
 def test_rollback_gives_back_a_file_the_agent_overwrote_instead_of_deleting_it(isolated: Path):

@@ -2,7 +2,14 @@
 
 
 class ToolError(Exception):
-    """Raised by a tool when the call cannot be carried out; becomes an error ToolMessage the model reads."""
+    """Raised by a tool when the call cannot be carried out; becomes an error ToolMessage the model reads.
+
+    `user_message`, when given, is what the person sees instead: the model's message tells the
+    model what to do next ("use list_files…", "tell the user…"), which is no answer to show."""
+
+    def __init__(self, message: str, *, user_message: str | None = None) -> None:
+        super().__init__(message)
+        self.user_message = user_message
 
 
 class ToolInputError(ToolError):

@@ -110,7 +110,11 @@ def make_file_tools(workspace: Workspace) -> list[BaseTool]:
             write_file,
             args_schema=WriteFileArgs,
             response_format="content_and_artifact",
-            metadata={"risk": overwrite_risk, "side_effects": True},
+            metadata={
+                "risk": overwrite_risk,
+                "approval": "when it overwrites a file",
+                "side_effects": True,
+            },
         ),
         StructuredTool.from_function(
             edit_file,
@@ -156,7 +160,9 @@ def _refusing(tool: BaseTool, spared: set[str]) -> BaseTool:
         if normalized_path(path) in spared:
             raise ToolInputError(
                 f"'{printable(path)}' was changed outside Waypoint, so this replay leaves it alone "
-                "and did not write it; tell the user (replay with --force to overwrite it)"
+                "and did not write it; tell the user (replay with --force to overwrite it)",
+                user_message=f"'{printable(path)}' was changed outside Waypoint, so the replay "
+                "left it alone (replay with --force to overwrite it)",
             )
         return write(**arguments)
 

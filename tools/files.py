@@ -208,7 +208,8 @@ class Workspace:
             fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except FileNotFoundError:
             raise ToolError(
-                "the workspace directory no longer exists; tell the user, who must recreate it"
+                "the workspace directory no longer exists; tell the user, who must recreate it",
+                user_message=f"the workspace directory {self.root} no longer exists; create it",
             ) from None
         try:
             for depth, name in enumerate(parts):
@@ -304,7 +305,8 @@ def _open_dir_entry(dir_fd: int, name: str, shown: str) -> int:
     except FileNotFoundError:
         raise ToolNotFoundError(
             f"directory '{shown}' does not exist; use list_files to see which files and "
-            "directories exist"
+            "directories exist",
+            user_message=_missing(shown, "directory"),
         ) from None
     except OSError as exc:
         # With O_DIRECTORY|O_NOFOLLOW Linux reports a symlink as ENOTDIR, so look closer.
@@ -318,7 +320,8 @@ def _open_final(dir_fd: int, name: str, shown: str) -> int:
         return os.open(name, _READ_FLAGS, dir_fd=dir_fd)
     except FileNotFoundError:
         raise ToolNotFoundError(
-            f"file '{shown}' does not exist; use list_files to see what is there"
+            f"file '{shown}' does not exist; use list_files to see what is there",
+            user_message=_missing(shown, "file"),
         ) from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
@@ -337,7 +340,8 @@ def _refuse_special(dir_fd: int, name: str, shown: str, *, for_write: bool) -> b
         if for_write:
             return True
         raise ToolNotFoundError(
-            f"file '{shown}' does not exist; use list_files to see what is there"
+            f"file '{shown}' does not exist; use list_files to see what is there",
+            user_message=_missing(shown, "file"),
         ) from None
     _check_regular(st, shown, for_write=for_write)
     return False
@@ -429,6 +433,10 @@ def _not_a_directory(dir_fd: int, name: str, shown: str) -> ToolError:
     return ToolInputError(f"'{shown}' is not a directory; use list_files to see what is there")
 
 
+def _missing(shown: str, kind: str) -> str:
+    return f"{kind} '{shown}' does not exist in the workspace"
+
+
 def _symlink_refused(shown: str) -> ToolInputError:
     return ToolInputError(
         f"'{shown}' is or passes through a symbolic link, and symbolic links are not followed; "
@@ -459,7 +467,10 @@ def _tool_error_for(exc: OSError, shown: str, action: str) -> ToolError:
     if code == errno.ELOOP:
         return _symlink_refused(shown)
     if code == errno.ENOENT:
-        return ToolNotFoundError(f"'{shown}' does not exist; use list_files to see what is there")
+        return ToolNotFoundError(
+            f"'{shown}' does not exist; use list_files to see what is there",
+            user_message=_missing(shown, "file"),
+        )
     if code == errno.ENOTDIR:
         return ToolInputError(
             f"a component of '{shown}' is not a directory; use list_files to see what is there"

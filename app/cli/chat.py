@@ -9,35 +9,56 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from app.cli.io import Invocation, load_settings
-from app.cli.options import DbOption, StreamStyle
+from app.cli.options import (
+    ApprovePolicy,
+    DbOption,
+    ModelOption,
+    StrategyOption,
+    StreamStyle,
+    ToolProtocolOption,
+    WorkspaceOption,
+    chosen,
+    command_group,
+    examples,
+)
 from app.errors import AgentRunError, ExitStatus
 
 if TYPE_CHECKING:
     from app.config import Settings
 
-commands = typer.Typer()
+commands = command_group()
 
 
-@commands.command()
+@commands.command(
+    epilog=examples(
+        "chat --thread demo",
+        "chat --thread demo -m 'what is 6 times 7'",
+        "echo 'weather in Tokyo' | waypoint chat --thread demo",
+        "chat --jsonl -m 'weather in Paris and Rome, which is warmer?'",
+        "chat -t trip --strategy plan -m 'weather in Rome, save it to a.txt'",
+        "chat --model openai:gpt-4o-mini --approve auto",
+    )
+)
 def chat(
     ctx: typer.Context,
     thread: Annotated[
-        str | None, typer.Option("--thread", "-t", help="Thread id; a new one is made if omitted.")
+        str | None,
+        typer.Option(
+            "--thread", "-t", metavar="ID", help="Thread id; a new one is made if omitted."
+        ),
     ] = None,
     message: Annotated[
         str | None,
         typer.Option(
-            "--message", "-m", help="Send one message and exit (stdin is used when piped)."
+            "--message",
+            "-m",
+            metavar="TEXT",
+            help="Send one message and exit (stdin is read when piped).",
         ),
     ] = None,
-    model: Annotated[
-        str | None, typer.Option("--model", help="offline | openai:<name> (env APP_MODEL).")
-    ] = None,
+    model: ModelOption = None,
     db: DbOption = None,
-    workspace: Annotated[
-        Path | None,
-        typer.Option("--workspace", help="Directory the file tools may use (env APP_WORKSPACE)."),
-    ] = None,
+    workspace: WorkspaceOption = None,
     jsonl: Annotated[
         bool, typer.Option("--jsonl", help="Print one JSON event per line on stdout.")
     ] = False,
@@ -46,7 +67,8 @@ def chat(
         typer.Option(
             "--max-seconds",
             min=0.1,
-            help="Wall-time budget per turn, model requests and retry waits included "
+            metavar="SECONDS",
+            help="Time budget per turn, model requests and retry waits included "
             "(env APP_MAX_SECONDS).",
         ),
     ] = None,
@@ -55,59 +77,57 @@ def chat(
         typer.Option(
             "--max-tokens-per-turn",
             min=1,
+            metavar="N",
             help="Model-token budget per turn, where the endpoint reports usage.",
         ),
     ] = None,
-    tool_protocol: Annotated[
-        str | None,
-        typer.Option(
-            "--tool-protocol",
-            help="native (tool calling) | react (Thought/Action text) (env APP_TOOL_PROTOCOL).",
-        ),
-    ] = None,
+    tool_protocol: ToolProtocolOption = None,
     approve: Annotated[
-        str | None,
+        ApprovePolicy | None,
         typer.Option(
             "--approve",
-            help="Risky tool calls: ask | auto | never (default: ask in the "
-            "REPL or on a terminal, never when piped) (env APP_APPROVE).",
+            help="Risky tool calls: ask, run (auto) or refuse (never); default: ask in the "
+            "REPL or on a terminal, never when piped (env APP_APPROVE).",
         ),
     ] = None,
     user: Annotated[
         str | None,
         typer.Option(
-            "--user", help="Whose long-term memory to use (default: the OS user; env APP_USER)."
+            "--user",
+            metavar="NAME",
+            help="Whose long-term memory to use (default: the OS user; env APP_USER).",
         ),
     ] = None,
     mcp_config: Annotated[
         Path | None,
         typer.Option(
             "--mcp-config",
+            metavar="FILE",
             help="Load the tools of the MCP servers in this JSON file (env APP_MCP_CONFIG).",
         ),
     ] = None,
     stream: Annotated[
         StreamStyle,
         typer.Option(
-            "--stream", help="tokens: live answer and tool cards; updates: every node's output."
+            "--stream",
+            help="tokens: the answer live and tool cards; updates: every node's output too.",
         ),
     ] = StreamStyle.tokens,
-    strategy: Annotated[
-        str | None,
-        typer.Option(
-            "--strategy",
-            help="react | plan | reflexion | routed (env APP_STRATEGY); default: the thread's "
-            "own, react for a new thread. See `graph --strategy S`.",
-        ),
-    ] = None,
+    strategy: StrategyOption = None,
     max_trials: Annotated[
         int | None,
         typer.Option(
-            "--max-trials", min=1, max=10, help="reflexion: attempts per turn (env APP_MAX_TRIALS)."
+            "--max-trials",
+            min=1,
+            max=10,
+            metavar="N",
+            help="reflexion: attempts per turn (env APP_MAX_TRIALS).",
         ),
     ] = None,
 ) -> None:
-    """Talk to the agent: an interactive REPL, or one message with -m / piped stdin."""
+    """Talk to the agent: the REPL, or one message (-m, or stdin).
+
+    In the REPL, /help lists the slash commands."""
     io: Invocation = ctx.obj
     from app.service.session import new_thread_id
     from app.store import validate_thread_id
@@ -115,15 +135,15 @@ def chat(
     if thread is not None:  # `--thread ''` is an invalid id, not "make a new thread"
         validate_thread_id(thread)
     settings = load_settings(
-        strategy=strategy,
+        strategy=chosen(strategy),
         max_trials=max_trials,
         model=model,
         db=db,
         workspace=workspace,
         max_seconds=max_seconds,
         max_tokens_per_turn=max_tokens_per_turn,
-        tool_protocol=tool_protocol,
-        approve=approve,
+        tool_protocol=chosen(tool_protocol),
+        approve=chosen(approve),
         user=user,
         mcp_config=mcp_config,
     )
@@ -178,11 +198,12 @@ def _one_shot(
         if approver is None:
             renderer.emit(Notice(f"approval policy: {policy} ({POLICY_MEANING[policy]})"))
         try:
-            result = session.run_turn(message, renderer, approver)
+            with renderer:
+                result = session.run_turn(message, renderer, renderer.paused(approver))
         except TurnInterrupted as exc:
             io.err.print(f"[yellow]{exc}; what was shown is saved[/yellow]")
             return ExitStatus.INTERRUPTED
-    if result.status == "failed":
+    if result.status == "failed":  # the failure handler ended it, or what was asked was not done
         raise AgentRunError(f"turn {result.turn} of thread {thread_id} failed")
     return ExitStatus.OK
 

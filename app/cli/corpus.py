@@ -16,20 +16,21 @@ from rich.table import Table
 
 if TYPE_CHECKING:
     from app.config import Settings
+from app.cli.hints import command
 from app.cli.io import Invocation, load_settings
-from app.cli.options import DbOption, JsonOption
+from app.cli.options import DbOption, JsonOption, command_group, examples
 from app.cli.tables import human_bytes
 from app.errors import ConfigError, UsageError
 
 if TYPE_CHECKING:
     from tools.search import LocalIndex
 
-commands = typer.Typer(
+commands = command_group(
     help="The local document corpus that the web_search tool searches.", no_args_is_help=True
 )
 
 MAX_SKIPS_SHOWN = 20
-ADD_HINT = "add documents with: python -m app corpus add PATH"
+ADD_HINT = f"add documents with: {command('corpus', 'add', 'PATH')}"
 
 
 @contextlib.contextmanager
@@ -62,15 +63,20 @@ def _index(db: str | None) -> tuple[Settings, LocalIndex]:
     return settings, LocalIndex(corpus, busy_timeout=settings.busy_timeout)
 
 
-@commands.command("add")
+@commands.command("add", epilog=examples("corpus add notes/ handbook.md page.html"))
 def corpus_add(
     ctx: typer.Context,
     paths: Annotated[
-        list[Path], typer.Argument(help="Files or directories (.txt .md .rst .html), recursively.")
+        list[Path],
+        typer.Argument(
+            metavar="PATH...", help="Files or directories (.txt .md .rst .html), recursively."
+        ),
     ],
     db: DbOption = None,
 ) -> None:
-    """Index documents; a file added again is updated if it changed and left alone if not."""
+    """Add documents to the corpus that web_search searches.
+
+    A file added again is updated if it changed and left alone if not."""
     io: Invocation = ctx.obj
     missing = [str(p) for p in paths if not p.exists()]
     if missing:
@@ -92,9 +98,9 @@ def corpus_add(
     )
 
 
-@commands.command("list")
+@commands.command("list", epilog=examples("corpus list", "corpus list --json"))
 def corpus_list(ctx: typer.Context, db: DbOption = None, as_json: JsonOption = False) -> None:
-    """List the documents: id, title, path, chunks, size, when added."""
+    """The documents: id, title, path, chunks, size, when added."""
     io: Invocation = ctx.obj
     settings, index = _index(db)
     with _corpus_errors(settings):
@@ -118,15 +124,19 @@ def corpus_list(ctx: typer.Context, db: DbOption = None, as_json: JsonOption = F
     io.out.print(table)
 
 
-@commands.command("remove")
+@commands.command("remove", epilog=examples("corpus remove handbook.md"))
 def corpus_remove(
     ctx: typer.Context,
     path_or_id: Annotated[
-        str, typer.Argument(help="A document id or path (a directory removes everything in it).")
+        str,
+        typer.Argument(
+            metavar="ID|PATH",
+            help="A document id or path (a directory removes everything in it).",
+        ),
     ],
     db: DbOption = None,
 ) -> None:
-    """Remove documents from the corpus (the files themselves are left alone)."""
+    """Remove documents from the corpus (the files stay where they are)."""
     io: Invocation = ctx.obj
     settings, index = _index(db)
     with _corpus_errors(settings):
@@ -134,17 +144,18 @@ def corpus_remove(
     io.out.print(f"removed {removed} document{'s' if removed != 1 else ''}", highlight=False)
 
 
-@commands.command("search")
+@commands.command("search", epilog=examples("corpus search 'release checklist' --limit 3"))
 def corpus_search(
     ctx: typer.Context,
-    query: Annotated[str, typer.Argument(help="Words to look for.")],
+    query: Annotated[str, typer.Argument(metavar="WORDS", help="Words to look for.")],
     limit: Annotated[
-        int, typer.Option("--limit", "-n", min=1, max=20, help="How many results (1-20).")
+        int,
+        typer.Option("--limit", "-n", min=1, max=20, metavar="N", help="How many results (1-20)."),
     ] = 5,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Search the corpus as the web_search tool does: best documents first, with snippets."""
+    """Search the corpus as web_search does: best first, with snippets."""
     io: Invocation = ctx.obj
     from tools.search import format_results, no_match_message
 

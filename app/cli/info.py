@@ -8,34 +8,50 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich import box
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from app.cli.io import Invocation, load_settings
-from app.cli.options import DbOption, JsonOption
+from app.cli.options import (
+    DbOption,
+    JsonOption,
+    ModelOption,
+    Strategy,
+    ToolProtocolOption,
+    chosen,
+    command_group,
+    examples,
+)
+from app.cli.tables import Column, fitted_table
 
-commands = typer.Typer()
+commands = command_group()
 
 
-@commands.command("graph")
+@commands.command("graph", epilog=examples("graph", "graph --strategy plan"))
 def draw_graph(
     ctx: typer.Context,
     strategy: Annotated[
-        str, typer.Option("--strategy", help="react | plan | reflexion | routed.")
-    ] = "react",
+        Strategy, typer.Option("--strategy", help="Which strategy's graph.")
+    ] = Strategy.react,
 ) -> None:
-    """Print a strategy's state machine as a Mermaid diagram (its tool-loop subgraph too)."""
+    """A strategy's state machine as a Mermaid diagram.
+
+    The tool-loop subgraph a strategy runs is drawn too."""
     io: Invocation = ctx.obj
-    from app.errors import UsageError
-    from graphs.strategies import UnknownStrategyError, mermaid
+    from graphs.strategies import mermaid
 
-    try:
-        io.out.print(mermaid(strategy), markup=False, highlight=False)
-    except UnknownStrategyError as exc:
-        raise UsageError(str(exc)) from None
+    io.out.print(mermaid(strategy.value), markup=False, highlight=False)
 
 
-@commands.command()
+@commands.command(
+    epilog=examples(
+        "doctor",
+        "doctor --ping",
+        "doctor --ping --model openai:llama3.1 --tool-protocol react",
+    )
+)
 def doctor(
     ctx: typer.Context,
     ping: Annotated[
@@ -44,21 +60,19 @@ def doctor(
             "--ping", help="Send a tiny request to the model, and a tool-call round trip."
         ),
     ] = False,
-    model: Annotated[
-        str | None, typer.Option("--model", help="offline | openai:<name> (env APP_MODEL).")
-    ] = None,
-    tool_protocol: Annotated[
-        str | None,
-        typer.Option("--tool-protocol", help="native | react (env APP_TOOL_PROTOCOL)."),
-    ] = None,
+    model: ModelOption = None,
+    tool_protocol: ToolProtocolOption = None,
     db: DbOption = None,
 ) -> None:
-    """Print the resolved configuration (secrets masked) and check the database and workspace."""
+    """Check the configuration, the database and the workspace.
+
+    Secrets are masked; --ping also checks the model and its tool calls. Exit 1 when a check
+    fails."""
     io: Invocation = ctx.obj
     from app.cli import doctor as checks
 
-    settings = load_settings(db=db, model=model, tool_protocol=tool_protocol)
-    table = Table("setting", "value", title="Waypoint configuration")
+    settings = load_settings(db=db, model=model, tool_protocol=chosen(tool_protocol))
+    table = Table("setting", "value", title="Waypoint configuration", box=box.SIMPLE_HEAD)
     for name, value in checks.configuration(settings):
         table.add_row(name, value)
     io.out.print(table)
@@ -76,40 +90,77 @@ def doctor(
         raise typer.Exit(1)
 
 
-@commands.command("tools")
+@commands.command("tools", epilog=examples("tools", "tools --json --mcp-config servers.json"))
 def list_tools(
     ctx: typer.Context,
     as_json: JsonOption = False,
     mcp_config: Annotated[
-        Path | None, typer.Option("--mcp-config", help="Include the tools of these MCP servers.")
+        Path | None,
+        typer.Option(
+            "--mcp-config", metavar="FILE", help="Include the tools of these MCP servers."
+        ),
     ] = None,
     db: DbOption = None,
 ) -> None:
-    """List every tool the agent can call, with its description and JSON schema."""
+    """Every tool the agent can call, and when it asks first."""
     io: Invocation = ctx.obj
     from langchain_core.utils.function_calling import convert_to_openai_tool
 
     from app.service.runtime import open_runtime
-    from graphs.shared.approvals import risk_of
 
     settings = load_settings(db=db, mcp_config=mcp_config, model="offline")
+    # The runtime a chat would open: MCP tools get the names a chat gives them (`wp__calculator`
+    # when a built-in tool has the name already).
     with open_runtime(settings) as runtime:
         described = [
             {
                 **convert_to_openai_tool(tool)["function"],
-                "needs_approval": "sometimes"
-                if (tool.metadata or {}).get("risk") or risk_of(tool, {})
-                else "no",
+                "needs_approval": approval_of(tool),
+                "source": source_of(tool),
             }
             for tool in runtime.context.tools
         ]
     if as_json:
         io.out.print_json(json.dumps(described, ensure_ascii=False))
         return
-    table = Table("tool", "description", "arguments", "approval")
-    for tool in described:
-        arguments = ", ".join(tool.get("parameters", {}).get("properties", {})) or "-"
-        table.add_row(
-            tool["name"], tool["description"].split("\n")[0], arguments, tool["needs_approval"]
-        )
-    io.out.print(table)
+    columns = [
+        Column("tool"),
+        Column("description", text=True),
+        Column("arguments", priority=2),
+        Column("approval", priority=1),
+        Column("source", priority=3),
+    ]
+    rows = [
+        [
+            tool["name"],
+            Text(tool["description"].split("\n")[0]),
+            "\n".join(tool.get("parameters", {}).get("properties", {})) or "-",
+            tool["needs_approval"],
+            tool["source"],
+        ]
+        for tool in described
+    ]
+    io.out.print(fitted_table(columns, rows, io.out.width), soft_wrap=False)
+
+
+def approval_of(tool) -> str:  # type: ignore[no-untyped-def]
+    """When a call of the tool asks for approval (with `--approve ask`): always, never, or what
+    its risk depends on."""
+    from graphs.shared.approvals import risk_of
+
+    metadata = tool.metadata or {}
+    if risk_of(tool, {}) is not None:
+        return "always"
+    if metadata.get("risk") is not None:
+        return str(metadata.get("approval", "depending on the arguments"))
+    return "no"
+
+
+def source_of(tool) -> str:  # type: ignore[no-untyped-def]
+    """built-in, or the MCP server and the name the tool has there."""
+    metadata = tool.metadata or {}
+    server = metadata.get("mcp_server")
+    if server is None:
+        return "built-in"
+    original = metadata.get("mcp_tool")
+    return f"MCP {server}" + (f" ({original})" if original and original != tool.name else "")

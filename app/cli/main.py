@@ -11,9 +11,17 @@ import typer
 
 from app.cli import chat, corpus, info, mcp, memory, serve, store, threads, time_travel
 from app.cli.io import Invocation
+from app.cli.options import command_group, examples
 
-app = typer.Typer(
+app = command_group(
     help="Waypoint: a LangGraph agent for the terminal whose every step is a durable checkpoint.",
+    epilog=examples(
+        "chat --thread demo",
+        "chat --thread demo -m 'what is 6 times 7'",
+        "history --thread demo",
+        "threads list",
+        "doctor",
+    ),
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,

@@ -12,35 +12,43 @@ from rich.markup import escape
 from rich.table import Table
 
 from app.cli.io import Invocation, load_settings
-from app.cli.options import JsonOption
+from app.cli.options import JsonOption, command_group, examples
 from app.service.mcp_server import build_server, run_stdio_server
 from app.service.mcp_tools import open_mcp_tools
 
 if TYPE_CHECKING:
     pass
 
-commands = typer.Typer(
-    help="Model Context Protocol: serve Waypoint's tools, or check an MCP config.",
+commands = command_group(
+    help="Model Context Protocol: serve the tools, or check a config.",
     no_args_is_help=True,
 )
 
 McpConfigOption = Annotated[
     Path,
     typer.Option(
-        "--mcp-config", help='MCP servers as JSON: {"mcpServers": {"name": {"command": ...}}}.'
+        "--mcp-config",
+        metavar="FILE",
+        help='MCP servers as JSON: {"mcpServers": {"name": {"command": ...}}}.',
     ),
 ]
 
 
-@commands.command("serve")
+@commands.command("serve", epilog=examples("mcp serve --workspace ./workspace"))
 def serve(
     ctx: typer.Context,
     workspace: Annotated[
         Path | None,
-        typer.Option("--workspace", help="Directory the file tools may use (env APP_WORKSPACE)."),
+        typer.Option(
+            "--workspace",
+            metavar="DIR",
+            help="Directory the file tools may use (env APP_WORKSPACE).",
+        ),
     ] = None,
 ) -> None:
-    """Serve Waypoint's tools over stdio to an MCP client (the client starts this command)."""
+    """Serve Waypoint's tools over stdio to an MCP client.
+
+    The client starts this command itself."""
     io: Invocation = ctx.obj
     from tools import default_tools
 
@@ -53,11 +61,13 @@ def serve(
     run_stdio_server(server)
 
 
-@commands.command("list")
+@commands.command("list", epilog=examples("mcp list --mcp-config servers.json"))
 def list_configured_tools(
     ctx: typer.Context, mcp_config: McpConfigOption, as_json: JsonOption = False
 ) -> None:
-    """Start the servers of an MCP config and list their tools (a quick check of the config)."""
+    """Start the servers of an MCP config and list their tools.
+
+    A quick check of the config."""
     io: Invocation = ctx.obj
     with open_mcp_tools(mcp_config) as tools:
         rows = [

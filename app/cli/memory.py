@@ -12,16 +12,17 @@ from rich.markup import escape
 from rich.table import Table
 
 from app.cli.io import Invocation, load_settings
-from app.cli.options import DbOption, JsonOption
+from app.cli.options import DbOption, JsonOption, command_group, examples
 from app.errors import UsageError
 
-commands = typer.Typer(
-    help="Long-term memory shared by every thread: saved facts and past experiences.",
+commands = command_group(
+    help="Long-term memory: saved facts and past experiences.",
     no_args_is_help=True,
 )
 
 UserOption = Annotated[
-    str | None, typer.Option("--user", "-u", help="Whose memory (default: the OS user).")
+    str | None,
+    typer.Option("--user", "-u", metavar="NAME", help="Whose memory (default: the OS user)."),
 ]
 ExperiencesOption = Annotated[
     bool,
@@ -29,7 +30,7 @@ ExperiencesOption = Annotated[
 ]
 
 
-@commands.command("list")
+@commands.command("list", epilog=examples("memory list", "memory list --experiences --user alice"))
 def memory_list(
     ctx: typer.Context,
     user: UserOption = None,
@@ -54,17 +55,21 @@ def memory_list(
         io.out.print(_table(items))
 
 
-@commands.command("search")
+@commands.command("search", epilog=examples("memory search 'favourite colour'"))
 def memory_search(
     ctx: typer.Context,
-    query: Annotated[str, typer.Argument(help="Words to look for, e.g. 'favourite colour'.")],
+    query: Annotated[
+        str, typer.Argument(metavar="WORDS", help="Words to look for, e.g. 'favourite colour'.")
+    ],
     user: UserOption = None,
-    limit: Annotated[int, typer.Option("--limit", "-n", min=1, max=100, help="At most N.")] = 10,
+    limit: Annotated[
+        int, typer.Option("--limit", "-n", min=1, max=100, metavar="N", help="At most N.")
+    ] = 10,
     as_json: JsonOption = False,
     experiences: ExperiencesOption = False,
     db: DbOption = None,
 ) -> None:
-    """Search a user's memory, most relevant first (BM25 over the words of each entry)."""
+    """Search a user's memory, most relevant first (BM25 over each entry's words)."""
     io: Invocation = ctx.obj
     from app.service.memory import open_memory
 
@@ -82,12 +87,15 @@ def memory_search(
         io.out.print(_table(items))
 
 
-@commands.command("forget")
+@commands.command("forget", epilog=examples("memory forget 'favourite colour' --yes"))
 def memory_forget(
     ctx: typer.Context,
     key_or_query: Annotated[
         str,
-        typer.Argument(help="A key from `memory list`, or words every entry to forget contains."),
+        typer.Argument(
+            metavar="KEY|WORDS",
+            help="A key from `memory list`, or words every entry to forget contains.",
+        ),
     ],
     user: UserOption = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
@@ -100,14 +108,18 @@ def memory_forget(
 
     who = _user(user)
     if not key_or_query.strip():
-        raise UsageError("give a key from `memory list`, or words the entries to forget contain")
+        raise UsageError(
+            "give a key (list them with: waypoint memory list), or words the entries to forget "
+            "contain"
+        )
     kind = "experiences" if experiences else "memories"
     settings = load_settings(db=db)
     with open_memory(settings) as memory:
         matches = memory.matching(who, key_or_query, kind)
         if not matches:
             raise UsageError(
-                f"nothing in {who}'s memory matches {key_or_query[:80]!r}; see `memory list`"
+                f"nothing in {who}'s memory matches {key_or_query[:80]!r}; list them with: "
+                "waypoint memory list"
             )
         if not yes:
             if not sys.stdin.isatty():

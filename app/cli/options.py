@@ -1,22 +1,103 @@
-"""Options that several commands share, declared once."""
+"""Options that several commands share, declared once, and how --help shows them: plain text that
+reads well at 80 columns, a metavar that says what to give (ID, PATH, SECONDS), choices listed, and
+an examples block per command (`examples`)."""
 
 from __future__ import annotations
 
 from enum import StrEnum
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
-DbOption = Annotated[
-    str | None,
-    typer.Option(
-        "--db", help="SQLite file or postgresql://user@host:5432/dbname URL (env APP_DB)."
-    ),
-]
-ThreadOption = Annotated[str, typer.Option("--thread", "-t", help="Thread id, e.g. demo.")]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+from app.cli.hints import PROGRAM
+
+
+def command_group(**options: object) -> typer.Typer:
+    """A group of commands whose --help is plain text, as `llm` and click print it: compact at 80
+    columns, choices shown as <a|b|c>, flags without a type, an examples block at the end."""
+    return typer.Typer(rich_markup_mode=None, **options)  # type: ignore[arg-type]
+
+
+def examples(*lines: str) -> str:
+    """An --help epilog: each line a command as it is typed (`waypoint` is put in front of a
+    line that does not name it), kept as written."""
+    commands = (line if PROGRAM in line.split() else f"{PROGRAM} {line}" for line in lines)
+    return "\b\nExamples:\n" + "\n".join(f"  {command}" for command in commands)
+
+
+def chosen(choice: StrEnum | None) -> str | None:
+    """A choice option's value as the settings take it (a plain string)."""
+    return None if choice is None else choice.value
+
+
+class ApprovePolicy(StrEnum):
+    ask = "ask"
+    auto = "auto"
+    never = "never"
+
+
+class Strategy(StrEnum):
+    """The names in graphs/strategies.py (kept here so --help needs no LangGraph)."""
+
+    react = "react"
+    plan = "plan"
+    reflexion = "reflexion"
+    routed = "routed"
+
+
+class ToolProtocol(StrEnum):
+    native = "native"
+    react = "react"
 
 
 class StreamStyle(StrEnum):
     tokens = "tokens"
     updates = "updates"
+
+
+DbOption = Annotated[
+    str | None,
+    typer.Option(
+        "--db",
+        metavar="PATH|URL",
+        help="SQLite file or postgresql://user@host/dbname URL (env APP_DB; default: "
+        "checkpoints/ here or in a parent, else the user data directory).",
+    ),
+]
+ThreadOption = Annotated[
+    str, typer.Option("--thread", "-t", metavar="ID", help="Thread id, e.g. demo.")
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+ModelOption = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        metavar="offline|openai:NAME",
+        help="The model, e.g. offline or openai:gpt-4o-mini (env APP_MODEL).",
+    ),
+]
+WorkspaceOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--workspace",
+        metavar="DIR",
+        help="The only directory the file tools may use (env APP_WORKSPACE).",
+    ),
+]
+ToolProtocolOption = Annotated[
+    ToolProtocol | None,
+    typer.Option(
+        "--tool-protocol",
+        help="How tools reach the model: native tool calls, or react (Thought/Action text) "
+        "(env APP_TOOL_PROTOCOL).",
+    ),
+]
+StrategyOption = Annotated[
+    Strategy | None,
+    typer.Option(
+        "--strategy",
+        help="How the agent works a turn (env APP_STRATEGY; default: the thread's own, react "
+        "for a new one).",
+    ),
+]

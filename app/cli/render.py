@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import functools
 import json
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
 from rich.text import Text
 
+from app.cli.cards import tool_card
+from app.cli.progress import Progress
 from app.errors import printable
 from app.models.react.model import UNPARSED  # a ReAct reply taken as the answer without parsing
 from app.service.events import (
@@ -30,6 +34,7 @@ from app.service.events import (
     as_json,
     update_dict,
 )
+from graphs.shared.tool_calls import for_user
 
 ANSWER_NODES = {"agent", "finalize", "failure_handler", "synthesizer", "calculator", "small_talk"}
 # Nodes that run the tool loop as a subgraph: its own nodes already showed what they added.
@@ -37,6 +42,8 @@ SUBGRAPH_NODES = {"attempt", "tool_loop"}
 # Nodes whose messages are not new: summarize rewrites the list, re-sending the recent turns.
 REWRITING_NODES = {*SUBGRAPH_NODES, "summarize"}
 CARD_RESULT_CHARS = 600
+THINKING = "thinking"
+Asking = TypeVar("Asking", bound=Callable[..., Any])
 UNPARSED_NOTICE = (
     "(the model's reply followed neither the Action nor the Final Answer format after the "
     "corrections; it is shown as the answer, as written)"
@@ -66,20 +73,57 @@ STRATEGY_EVENTS = {
 class ConsoleRenderer:
     """Answers on stdout; tool cards, retries and progress on stderr (`out` and `err` consoles).
 
-    On a terminal, model tokens are shown as they arrive. When stdout is piped, it receives exactly
-    the answers: text that came with tool calls (a model "thinking aloud") goes to stderr instead.
+    On a terminal, model tokens are shown as they arrive, and while the turn waits for the model or
+    a tool a spinner with the elapsed time says so (stderr on a terminal only; removed before
+    anything else is printed). When stdout is piped, it receives exactly the answers: text that came
+    with tool calls (a model "thinking aloud") goes to stderr instead. Use it as a context manager
+    around the turn, so the spinner starts with it and is gone when it ends, however it ends.
     """
 
     def __init__(
-        self, out: Console, err: Console, *, show_updates: bool = False, debug: bool = False
+        self,
+        out: Console,
+        err: Console,
+        *,
+        show_updates: bool = False,
+        debug: bool = False,
+        progress: Progress | None = None,
     ) -> None:
         self.out, self.err = out, err
         self.show_updates, self.debug = show_updates, debug
+        self.progress = progress or Progress(err, enabled=True)
         self._calls: dict[str, ToolCallStarted] = {}
+        self._running: dict[str, str] = {}  # call id → tool name, for calls not finished yet
         self._streamed: set[str] = set()
         self._partial: list[str] = []
         self._line_open = False
         self.live = out.is_terminal
+        # Reflexion: an attempt's answer is only a candidate; the last one is the turn's answer.
+        self._attempts = False
+        self._candidate = ""
+
+    def __enter__(self) -> ConsoleRenderer:
+        self.progress.wait(THINKING)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def paused(self, ask: Asking | None) -> Asking | None:
+        """`ask` (an approver, a replay's confirmation) with the spinner out of the way while it
+        asks the user."""
+        if ask is None:
+            return None
+
+        @functools.wraps(ask)
+        def asking(*args: Any, **kwargs: Any) -> Any:
+            self.progress.stop()
+            self._close_line()
+            answer = ask(*args, **kwargs)
+            self.progress.wait(THINKING)
+            return answer
+
+        return cast(Asking, asking)
 
     def emit(self, event: Event) -> None:
         match event:
@@ -87,82 +131,77 @@ class ConsoleRenderer:
                 self._token(event)
             case ToolCallStarted():
                 self._calls[event.id] = event
-                self._close_line()
-                args = printable(json.dumps(event.args, ensure_ascii=False))
-                self.err.print(f"[dim]→ {escape(printable(event.tool))} {escape(args[:200])}[/dim]")
+                self._running[event.id] = event.tool
+                self._wait_for_tools()
             case ToolFinished():
-                self._tool_card(event)
-            case Retry():
-                self._close_line()
+                self._running.pop(event.id, None)
+                call = self._calls.get(event.id)
+                self._err(tool_card(event, call.args if call else {}), soft_wrap=False)
+                self._wait_for_tools()
+            case Retry() if event.kind != "tool":  # a tool error is on its card already
                 wait = f" in {event.wait:.2f}s" if event.wait else ""
-                self.err.print(
-                    f"[yellow]↻ retry {event.attempt}/{event.max_attempts}{wait}[/yellow] "
-                    f"[dim]({event.kind}) {escape(str(event.reason)[:300])}[/dim]"
+                self._err(
+                    Text.assemble(
+                        (f"↻ retry {event.attempt}/{event.max_attempts}{wait}", "yellow"),
+                        (printable(f" ({event.kind}) {event.reason[:300]}"), "dim"),
+                    )
                 )
+                self.progress.wait(f"retry {event.attempt}/{event.max_attempts}")
             case Summarized():
-                self._close_line()
-                self.err.print(Text(f"⋯ {summarized_text(event)}", style="dim"), soft_wrap=False)
+                self._err(Text(f"⋯ {summarized_text(event)}", style="dim"), soft_wrap=False)
+                self.progress.wait(THINKING)
             case StrategyNote():
-                self._close_line()
-                self.err.print(Text(STRATEGY_EVENTS[event.kind](event.data), style="dim"))
+                self._attempts = self._attempts or event.kind == "trial"
+                self._err(Text(STRATEGY_EVENTS[event.kind](event.data), style="dim"))
+                self.progress.wait(THINKING)
             case NodeFailed():
                 if self.debug:
-                    self.err.print(Text(event.traceback, style="red"))
+                    self._err(Text(event.traceback, style="red"))
             case NodeUpdate():
                 self._node_update(event.node, event.update)
             case Notice():
-                self._close_line()
-                self.err.print(f"[dim]{escape(printable(event.text))}[/dim]")
+                self._err(Text(printable(event.text), style="dim"))
             case TurnEnd():
-                self._close_line()
-                if event.status not in {"answered", "failed"}:
-                    self.err.print(f"[yellow]turn ended: {event.status}[/yellow]")
+                self._end(event)
 
     def partial_answer(self) -> str:
         return "".join(self._partial)
+
+    def _wait_for_tools(self) -> None:
+        running = list(dict.fromkeys(self._running.values()))
+        self.progress.wait(f"running {', '.join(running)}" if running else THINKING)
+
+    def _err(self, renderable: Any, **options: Any) -> None:
+        """Print on stderr, the spinner and any open answer line out of the way first."""
+        self.progress.stop()
+        self._close_line()
+        self.err.print(renderable, **options)
+
+    def _end(self, event: TurnEnd) -> None:
+        self.progress.stop()
+        self._close_line()
+        if self._candidate:
+            self.out.print(self._candidate, markup=False, highlight=False)
+            self._candidate = ""
+        if event.status not in {"answered", "failed"}:
+            self.err.print(f"[yellow]turn ended: {event.status}[/yellow]")
 
     def _token(self, token: Token) -> None:
         if token.node not in ANSWER_NODES or not token.text:
             return
         self._partial.append(token.text)
-        if not self.live:
+        if not self.live or self._attempts:
             return
         if token.message_id:
             self._streamed.add(token.message_id)
+        self.progress.stop()
         self.out.print(token.text, end="", markup=False, highlight=False, soft_wrap=True)
         self._line_open = True
 
-    def _tool_card(self, event: ToolFinished) -> None:
-        self._close_line()
-        call = self._calls.get(event.id)
-        args = printable(json.dumps(call.args if call else {}, ensure_ascii=False))
-        ok = event.status == "success"
-        # A result's own lines stay lines; any other control character (ESC…) is shown escaped.
-        content = printable(event.content, keep="\n\t")
-        if len(content) > CARD_RESULT_CHARS:
-            content = content[:CARD_RESULT_CHARS] + " …"
-        body = Text()
-        body.append("args   ", style="dim")
-        body.append(args + "\n")
-        body.append("result " if ok else "error  ", style="dim" if ok else "red")
-        body.append(content, style=None if ok else "red")
-        name = escape(printable(event.tool))
-        title = f"{'🔧' if ok else '✗'} {name}  [dim]{event.duration_ms} ms[/dim]"
-        self.err.print(
-            Panel(
-                body,
-                title=title,
-                title_align="left",
-                border_style="cyan" if ok else "red",
-                expand=False,
-            ),
-            soft_wrap=False,
-        )
-
     def _node_update(self, node: str, update: Any) -> None:
         if self.show_updates:
-            self._close_line()
-            self.err.print(f"[bold magenta]── {escape(node)}[/bold magenta]")
+            self._err(f"[bold magenta]── {escape(node)}[/bold magenta]")
+            self.progress.stop()
             self.err.print_json(json.dumps(update_dict(update), ensure_ascii=False, default=str))
         if not isinstance(update, dict) or node in REWRITING_NODES:
             return
@@ -176,17 +215,25 @@ class ConsoleRenderer:
         text = str(message.content).strip()
         if not text:
             return
-        self._close_line()
         if node == "failure_handler":
             # soft_wrap=False: the console soft-wraps (long lines stay whole for copying), which
             # would make the panel crop its own message.
-            self.err.print(
-                Panel(escape(text), title="turn failed", border_style="red", title_align="left"),
+            self._err(
+                Panel(
+                    Text(printable(text, keep="\n")),
+                    title="turn failed",
+                    border_style="red",
+                    title_align="left",
+                ),
                 soft_wrap=False,
             )
         elif message.tool_calls or message.invalid_tool_calls:
-            self.err.print(Text(text, style="dim italic"))
+            self._err(Text(text, style="dim italic"))
+        elif self._attempts and node in ANSWER_NODES:
+            self._candidate = text  # shown once the turn ends: the last attempt's is the answer
         else:
+            self.progress.stop()
+            self._close_line()
             self.out.print(text, markup=False, highlight=False)
 
     def _close_line(self) -> None:
@@ -204,6 +251,16 @@ class JsonlRenderer:
         self.out = out
         self.debug = debug
         self._partial: list[str] = []
+
+    # Used as ConsoleRenderer is, but never with a spinner: the output is for a program.
+    def __enter__(self) -> JsonlRenderer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def paused(self, ask: Asking | None) -> Asking | None:
+        return ask
 
     def emit(self, event: Event) -> None:
         if isinstance(event, MessageOut | StateValues) or (
@@ -255,7 +312,9 @@ def print_messages(console: Console, messages: list[BaseMessage]) -> None:
         elif message.type == "tool":
             ok = getattr(message, "status", "success") != "error"
             mark = Text("  ✓ " if ok else "  ✗ ", style="green" if ok else "red")
-            content = str(message.content)
+            content = (
+                for_user(message) if isinstance(message, ToolMessage) else str(message.content)
+            )
             if len(content) > CARD_RESULT_CHARS:
                 content = content[:CARD_RESULT_CHARS] + " …"
             console.print(mark + Text(f"{message.name}: {content}", style=None if ok else "red"))

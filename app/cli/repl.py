@@ -2,29 +2,40 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from prompt_toolkit import PromptSession
 from prompt_toolkit.history import FileHistory
 from prompt_toolkit.key_binding import KeyBindings
 from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
 
 from app.cli.approval_ui import ask_approval
+from app.cli.hints import command
+from app.cli.recap import print_recap
 from app.cli.render import ConsoleRenderer
 from app.config import Settings
-from app.errors import AppError, UsageError
+from app.errors import AppError, NotFoundError, UsageError
 from app.models.offline import OFFLINE_NOTICE
 from app.service.runtime import Runtime, open_runtime
 from app.service.session import Approver, ChatSession, TurnInterrupted, new_thread_id
+from app.service.threads import short_id
+from app.store import validate_thread_id
+from app.text import plural
 
 HELP = """\
 Type a message and press Enter. Esc then Enter inserts a newline.
-  /help      this help
-  /history   this thread's turns
-  /threads   all threads
-  /new       start a new thread
-  /undo      roll back the last turn (and the files it wrote)
-  /rewind ID make checkpoint ID the head again (ids: /history, or `history --all`)
-  /compact   replace older turns with a summary now (older checkpoints keep everything)
-  /exit      leave (Ctrl-D works too)
+  /help        this help
+  /history     this thread's turns
+  /threads     all threads, numbered
+  /switch ID   continue thread ID (or number N of /threads)
+  /new         start a new thread
+  /undo        roll back the last turn (and the files it wrote)
+  /rewind ID   make checkpoint ID the head again (ids: /history)
+  /compact     replace older turns with a summary now (older checkpoints keep everything)
+  /exit        leave (Ctrl-D works too)
 Ctrl-C stops a running turn (what was shown is kept) and returns here.
 Model: {model}"""
 
@@ -103,20 +114,38 @@ class Repl:
         self.out, self.err = out, err
         self.show_updates, self.debug = show_updates, debug
         self.approver: Approver | None = None
+        self._listed: list[str] = []  # the thread ids /threads last showed, for /switch N
 
     def renderer(self) -> ConsoleRenderer:
         return ConsoleRenderer(self.out, self.err, show_updates=self.show_updates, debug=self.debug)
 
     def banner(self) -> None:
-        turns = self.session.turns()
-        resumed = f"{turns} earlier turn(s)" if turns else "new thread"
-        self.err.print(
-            f"[bold]Waypoint[/bold] · thread [cyan]{self.session.thread_id}[/cyan] ({resumed}) · "
-            f"db {self.settings.database.label}"
-        )
-        self.err.print(
-            f"[dim]model: {model_notice(self.settings.model_spec)} · /help for commands[/dim]"
-        )
+        """Where this session's data is, which model answers, and, on a thread that has a
+        conversation, its last few turns."""
+        settings = self.settings
+        self.err.print(Text.assemble(("Waypoint", "bold"), " · /help for commands"))
+        place = Table.grid(padding=(0, 1))
+        place.add_column(style="dim", no_wrap=True)
+        place.add_column(overflow="fold")
+        place.add_row("database", settings.database.label)
+        place.add_row("workspace", str(settings.workspace))
+        place.add_row("model", model_notice(settings.model_spec))
+        self.err.print(place, soft_wrap=False)
+        self._thread_header()
+
+    def _thread_header(self, *, note_interrupted: bool = False) -> None:
+        """The current thread, and its last turns when it has some."""
+        values = self.session.head.load().values
+        turns = values.get("turn", 0)
+        resumed = f"{plural(turns, 'earlier turn')}" if turns else "new thread"
+        self.err.print(f"thread [cyan]{escape(self.session.thread_id)}[/cyan] ({resumed})")
+        if turns:
+            print_recap(self.err, values.get("messages", []))
+        if note_interrupted and (self.session.pending_approval() or self.session.pending_step()):
+            self.err.print(
+                "[yellow]its last turn was interrupted; your next message closes it (its "
+                "unfinished step is discarded)[/yellow]"
+            )
 
     def offer_to_finish_interrupted(self, prompt: PromptSession) -> None:
         """A thread whose last run was killed is never silently abandoned: resume it or discard it.
@@ -126,7 +155,9 @@ class Repl:
                 f"[yellow]A turn of {self.session.thread_id} is waiting for your approval.[/yellow]"
             )
             self._guarded(
-                lambda: self.session.answer_pending_approval(self.renderer(), self.approver)
+                lambda: self._with_renderer(
+                    lambda r: self.session.answer_pending_approval(r, r.paused(self.approver))
+                )
             )
             return
         pending = self.session.pending_step()
@@ -138,16 +169,14 @@ class Repl:
         )
         answer = prompt.prompt("[r]esume it or [d]iscard the unfinished step? ").strip().lower()
         self._guarded(
-            lambda: (
-                self.session.resume(self.renderer())
-                if answer.startswith("r")
-                else self.session.discard(self.renderer())
+            lambda: self._with_renderer(
+                self.session.resume if answer.startswith("r") else self.session.discard
             )
         )
 
     def handle(self, command: str, text: str) -> None:
         if not command.startswith("/"):
-            self._guarded(lambda: self.session.run_turn(text, self.renderer(), self.approver))
+            self._guarded(lambda: self._turn(text))
             return
         name, _, argument = command.partition(" ")
         actions = {
@@ -156,16 +185,25 @@ class Repl:
             ),
             "/history": self._history,
             "/threads": self._threads,
+            "/switch": lambda: self._switch(argument.strip()),
             "/new": self._new,
             "/undo": lambda: self._rollback(turns=1, checkpoint=None),
             "/rewind": lambda: self._rollback(turns=None, checkpoint=argument.strip() or None),
-            "/compact": lambda: self.session.compact(self.renderer()),
+            "/compact": lambda: self._with_renderer(self.session.compact),
         }
         action = actions.get(name)
         if action is None:
             self.err.print(f"unknown command {name}; type /help")
             return
         self._guarded(action)
+
+    def _turn(self, text: str) -> None:
+        with self.renderer() as renderer:
+            self.session.run_turn(text, renderer, renderer.paused(self.approver))
+
+    def _with_renderer(self, action: Callable[[ConsoleRenderer], object]) -> None:
+        with self.renderer() as renderer:
+            action(renderer)
 
     def _guarded(self, action) -> None:  # type: ignore[no-untyped-def]
         try:
@@ -180,20 +218,45 @@ class Repl:
         from app.service import api
 
         found = api.history(self.runtime.database, self.session.thread_id)
-        self.out.print(history_table(self.session.thread_id, found.turns))
+        self.out.print(
+            history_table(self.session.thread_id, found.turns, self.out.width), soft_wrap=False
+        )
 
     def _threads(self) -> None:
         from app.cli.tables import threads_table
         from app.service.threads import list_threads
 
-        self.out.print(threads_table(list_threads(self.runtime.database)))
+        threads = list_threads(self.runtime.database)
+        self._listed = [t.thread_id for t in threads]
+        self.out.print(threads_table(threads, self.out.width, numbered=True), soft_wrap=False)
+        if threads:
+            self.err.print("[dim]/switch N (or /switch ID) continues one[/dim]")
+
+    def _switch(self, argument: str) -> None:
+        """Continue another thread that exists: by id, or by its number in the last /threads."""
+        if not argument:
+            raise UsageError("usage: /switch THREAD_ID, or /switch N after /threads")
+        database = self.runtime.database
+        target = argument
+        if not database.thread_exists(argument) and argument.isdigit() and self._listed:
+            number = int(argument)
+            if not 1 <= number <= len(self._listed):
+                raise UsageError(
+                    f"/threads listed {plural(len(self._listed), 'thread')}; pick 1-{len(self._listed)}"
+                )
+            target = self._listed[number - 1]
+        if not database.thread_exists(validate_thread_id(target)):
+            raise NotFoundError(
+                f"thread {target} does not exist; /threads lists them, /new starts one"
+            )
+        self.session = self.runtime.session(target)
+        self._thread_header(note_interrupted=True)
 
     def _new(self) -> None:
         self.session = self.runtime.session(new_thread_id())
         self.err.print(f"new thread [cyan]{self.session.thread_id}[/cyan]")
 
     def _rollback(self, *, turns: int | None, checkpoint: str | None) -> None:
-        from app.cli.reports import print_rollback
         from app.service import api
 
         if turns is None and checkpoint is None:
@@ -205,4 +268,18 @@ class Repl:
             checkpoint=checkpoint,
             workspace=self.settings.workspace,
         )
-        print_rollback(self.err, report)
+        from app.cli.reports import print_rollback_report
+
+        previous = short_id(report.previous_head)
+        print_rollback_report(
+            self.err,
+            report,
+            undo=f"/rewind {previous}",
+            replay=command(
+                "replay",
+                "--thread",
+                report.thread_id,
+                "--checkpoint",
+                short_id(report.target.checkpoint_id),
+            ),
+        )

@@ -4,17 +4,39 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from app.cli.hints import command
+from app.service.threads import short_id
+
 if TYPE_CHECKING:
     from rich.console import Console
 
     from app.service.timetravel import RollbackReport
 
 
-def print_rollback(console: Console, report: RollbackReport) -> None:
+def print_rollback(console: Console, report: RollbackReport, db: str | None = None) -> None:
+    """What the rollback undid, and the commands that undo it or re-run a pending step (with
+    `db`, the --db they need)."""
+    thread = report.thread_id
+    undo = command("rollback", "--thread", thread, "--checkpoint", undo_id(report), db=db)
+    replay = command(
+        "replay", "--thread", thread, "--checkpoint", short_id(report.target.checkpoint_id), db=db
+    )
+    print_rollback_report(console, report, undo=undo, replay=replay)
+
+
+def undo_id(report: RollbackReport) -> str:
+    return short_id(report.previous_head)
+
+
+def print_rollback_report(
+    console: Console, report: RollbackReport, *, undo: str, replay: str
+) -> None:
+    """What the rollback undid; `undo` and `replay` say what to type to undo it or re-run the
+    step the head is in the middle of."""
     target = report.target
     console.print(
         f"[bold]{report.thread_id}[/bold] is back at turn {target.turn} "
-        f"(checkpoint {target.checkpoint_id})."
+        f"(checkpoint {short_id(target.checkpoint_id)})."
     )
     for turn, preview in report.undone_turns:
         console.print(f"  undone: turn {turn} · {preview}", markup=False)
@@ -22,12 +44,8 @@ def print_rollback(console: Console, report: RollbackReport) -> None:
         console.print(f"  workspace: {line}", markup=False)
     if report.pending:
         console.print(
-            f"  the head is mid-turn (next: {', '.join(report.pending)}): `replay` re-runs it; "
-            "a new message closes it",
+            f"  the head is mid-turn (next: {', '.join(report.pending)}); re-run it with: "
+            f"{replay}, or send a new message to close it",
             markup=False,
         )
-    console.print(
-        f"  undo this with: rollback --thread {report.thread_id} --checkpoint "
-        f"{report.previous_head}",
-        markup=False,
-    )
+    console.print(f"  undo this with: {undo}", markup=False)

@@ -7,29 +7,42 @@ from typing import Annotated
 import typer
 
 from app.cli.io import Invocation, load_settings
-from app.cli.options import DbOption
+from app.cli.options import (
+    ApprovePolicy,
+    DbOption,
+    ModelOption,
+    WorkspaceOption,
+    chosen,
+    command_group,
+    examples,
+)
 from app.errors import ConfigError
 from app.server.hosts import WILDCARD_ADDRESSES, allowed_hosts
 
-commands = typer.Typer()
+commands = command_group()
 
 
-@commands.command()
+@commands.command(
+    epilog=examples(
+        "serve",
+        "serve --host 0.0.0.0 --port 8080 --allowed-host waypoint.lan",
+        "APP_API_TOKEN=s3cret waypoint serve --approve auto",
+    )
+)
 def serve(
     ctx: typer.Context,
-    host: Annotated[str, typer.Option("--host", help="Interface to listen on.")] = "127.0.0.1",
+    host: Annotated[
+        str, typer.Option("--host", metavar="ADDRESS", help="Interface to listen on.")
+    ] = "127.0.0.1",
     port: Annotated[
-        int, typer.Option("--port", min=0, max=65535, help="Port (0: pick a free one).")
+        int,
+        typer.Option("--port", min=0, max=65535, metavar="PORT", help="Port (0: pick a free one)."),
     ] = 8000,
     db: DbOption = None,
-    workspace: Annotated[
-        str | None, typer.Option("--workspace", help="Directory the file tools may use.")
-    ] = None,
-    model: Annotated[
-        str | None, typer.Option("--model", help="offline | openai:<name> (env APP_MODEL).")
-    ] = None,
+    workspace: WorkspaceOption = None,
+    model: ModelOption = None,
     approve: Annotated[
-        str | None,
+        ApprovePolicy | None,
         typer.Option(
             "--approve",
             help="Risky tool calls in server runs: ask (the run pauses with an interrupt the client "
@@ -49,7 +62,9 @@ def serve(
         ),
     ] = None,
 ) -> None:
-    """Serve the HTTP API (LangGraph-server-shaped routes, SSE runs) and the web page at /."""
+    """Serve the HTTP API and the web page (at /).
+
+    The LangGraph Server API (the official SDKs drive it); runs stream as Server-Sent Events."""
     io: Invocation = ctx.obj
     try:
         import uvicorn
@@ -60,7 +75,11 @@ def serve(
             f"the server needs the serve extra ({exc.name} is missing): pip install -e '.[serve]'"
         ) from None
     settings = load_settings(
-        db=db, workspace=workspace, model=model, approve=approve, allowed_hosts=allowed_host or None
+        db=db,
+        workspace=workspace,
+        model=model,
+        approve=chosen(approve),
+        allowed_hosts=allowed_host or None,
     )
     try:
         hosts = allowed_hosts(host, settings.allowed_hosts)

@@ -12,11 +12,12 @@ from typing import Annotated
 
 import typer
 
+from app.cli.hints import command, db_flag
 from app.cli.io import Invocation, load_settings
-from app.cli.options import DbOption, ThreadOption
+from app.cli.options import DbOption, ThreadOption, command_group, examples
 from app.errors import UsageError
 
-commands = typer.Typer()
+commands = command_group()
 
 
 class ExportFormat(StrEnum):
@@ -24,7 +25,12 @@ class ExportFormat(StrEnum):
     md = "md"
 
 
-@commands.command()
+@commands.command(
+    epilog=examples(
+        "export --thread demo -o demo.json",
+        "export --thread demo --format md > demo.md",
+    )
+)
 def export(
     ctx: typer.Context,
     thread: ThreadOption,
@@ -32,11 +38,14 @@ def export(
         ExportFormat, typer.Option("--format", "-f", help="json (lossless) or md.")
     ] = ExportFormat.json,
     output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Write to FILE instead of stdout.")
+        Path | None,
+        typer.Option("--output", "-o", metavar="FILE", help="Write to FILE, not stdout."),
     ] = None,
     db: DbOption = None,
 ) -> None:
-    """Export a thread: every checkpoint and branch as JSON (re-importable), or a Markdown transcript."""
+    """Export a thread as JSON (lossless) or Markdown.
+
+    The JSON holds every branch and imports back exactly; Markdown is a readable transcript."""
     io: Invocation = ctx.obj
     from app.db import open_database
     from app.service import api
@@ -75,14 +84,16 @@ def write_atomically(path: Path, text: str) -> None:
         raise UsageError(f"cannot write {path}: {exc.strerror}; nothing was written") from exc
 
 
-@commands.command("import")
+@commands.command("import", epilog=examples("import demo.json --as demo-copy --db other.sqlite"))
 def import_(
     ctx: typer.Context,
-    file: Annotated[Path, typer.Argument(help="A JSON file made by `export`.")],
-    as_: Annotated[str | None, typer.Option("--as", help="Import under this thread id.")] = None,
+    file: Annotated[Path, typer.Argument(metavar="FILE", help="A JSON file made by `export`.")],
+    as_: Annotated[
+        str | None, typer.Option("--as", metavar="ID", help="Import under this thread id.")
+    ] = None,
     db: DbOption = None,
 ) -> None:
-    """Import a thread exported as JSON, under its own id or --as NEW; every checkpoint comes back."""
+    """Import a thread exported as JSON, under its own id or --as ID."""
     io: Invocation = ctx.obj
     from app.db import open_database
     from app.service import api
@@ -95,6 +106,7 @@ def import_(
         report = api.import_thread(database, data, thread)
     io.err.print(
         f"imported thread [bold]{report.thread_id}[/bold]: {report.checkpoints} checkpoints, "
-        f"{report.writes} writes; continue with: python -m app chat --thread {report.thread_id}"
+        f"{report.writes} writes; continue with: "
+        f"{command('chat', '--thread', report.thread_id, db=db_flag(db, settings))}"
     )
     io.out.print(report.thread_id, markup=False)

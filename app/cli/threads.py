@@ -4,42 +4,63 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from app.cli.hints import command, db_flag
 from app.cli.io import Invocation, load_settings
-from app.cli.options import DbOption, JsonOption
+from app.cli.options import DbOption, JsonOption, command_group, examples
 from app.errors import UsageError
 
-commands = typer.Typer(help="Inspect the threads stored in the database.", no_args_is_help=True)
+commands = command_group(
+    help="List, delete and prune the threads in the database.", no_args_is_help=True
+)
 
 
-@commands.command("list")
+@commands.command(
+    "list", epilog=examples("threads list", "threads list --json --db /tmp/agent.sqlite")
+)
 def threads_list(ctx: typer.Context, db: DbOption = None, as_json: JsonOption = False) -> None:
-    """List threads, newest first: id, title, turns, checkpoints, size, last update, interrupted."""
+    """Every thread, newest first: id, title, turns, last update, size.
+
+    A thread whose writer died mid-run is marked interrupted until its next turn."""
     io: Invocation = ctx.obj
     from app.cli.tables import threads_table
     from app.db import open_database
     from app.service.threads import list_threads
 
     settings = load_settings(db=db)
+    path = settings.database.path
+    if path is not None and _missing(path):  # a listing never creates a database
+        if as_json:
+            io.out.print_json("[]")
+        else:
+            io.out.print(
+                f"no threads yet: {path} does not exist yet; start one with: "
+                f"{command('chat', '--thread', 'demo', db=db)}",
+                markup=False,
+            )
+        return
     with open_database(settings.database, settings.busy_timeout) as database:
         threads = list_threads(database)
     if as_json:
         io.out.print_json(json.dumps([t.as_dict() for t in threads], ensure_ascii=False))
         return
-    io.out.print(threads_table(threads))
+    io.out.print(threads_table(threads, io.out.width), soft_wrap=False)
 
 
-@commands.command("delete")
+@commands.command("delete", epilog=examples("threads delete demo --yes"))
 def threads_delete(
     ctx: typer.Context,
-    thread: Annotated[str, typer.Argument(help="The thread to delete.")],
+    thread: Annotated[str, typer.Argument(metavar="ID", help="The thread to delete.")],
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     db: DbOption = None,
 ) -> None:
-    """Delete a thread: every checkpoint and write (workspace files are left alone)."""
+    """Delete a thread: every checkpoint and write.
+
+    Workspace files are left alone; `threads vacuum` shrinks the file afterwards."""
     io: Invocation = ctx.obj
     from app.db import open_database
     from app.service import api
@@ -51,22 +72,37 @@ def threads_delete(
         report = api.delete_thread(database, thread)
     io.err.print(
         f"deleted thread {thread}: {report.checkpoints} checkpoints, {report.writes} writes "
-        f"({report.bytes_freed:,} bytes; run `threads vacuum` to shrink the file)"
+        f"({report.bytes_freed:,} bytes; shrink the file with: "
+        f"{command('threads', 'vacuum', db=db_flag(db, settings))})"
     )
 
 
-@commands.command("prune")
+@commands.command(
+    "prune",
+    epilog=examples(
+        "threads prune --keep-last-turns 20 --dry-run",
+        "threads prune --keep-last-turns 20 --older-than 90 --json",
+    ),
+)
 def threads_prune(
     ctx: typer.Context,
     keep_last_turns: Annotated[
         int | None,
         typer.Option(
-            "--keep-last-turns", min=1, help="Keep each thread's last N turns (and what they need)."
+            "--keep-last-turns",
+            min=1,
+            metavar="N",
+            help="Keep each thread's last N turns (and what they need).",
         ),
     ] = None,
     older_than: Annotated[
         float | None,
-        typer.Option("--older-than", min=0, help="Delete whole threads not updated for DAYS days."),
+        typer.Option(
+            "--older-than",
+            min=0,
+            metavar="DAYS",
+            help="Delete whole threads not updated for DAYS days.",
+        ),
     ] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Report what would go; delete nothing.")
@@ -74,7 +110,9 @@ def threads_prune(
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     db: DbOption = None,
 ) -> None:
-    """Delete old checkpoints and writes that no kept checkpoint needs; every kept one still loads."""
+    """Delete old checkpoints that no kept checkpoint needs.
+
+    Every kept checkpoint still loads exactly as before; a thread being written is skipped."""
     io: Invocation = ctx.obj
     from app.db import open_database
     from app.service.maintenance import prune
@@ -106,9 +144,11 @@ def threads_prune(
     )
 
 
-@commands.command("vacuum")
+@commands.command("vacuum", epilog=examples("threads vacuum"))
 def threads_vacuum(ctx: typer.Context, db: DbOption = None) -> None:
-    """SQLite: fold the WAL in and VACUUM the file. PostgreSQL: VACUUM the checkpoint tables."""
+    """Give freed space back: VACUUM the database.
+
+    SQLite: fold the WAL in and VACUUM the file. PostgreSQL: VACUUM the checkpoint tables."""
     io: Invocation = ctx.obj
     from app.db import open_database
     from app.service.maintenance import vacuum
@@ -123,6 +163,14 @@ def threads_vacuum(ctx: typer.Context, db: DbOption = None) -> None:
     )
     if report.note:
         io.err.print(report.note, markup=False)
+
+
+def _missing(path: Path) -> bool:
+    """No file there (a path that cannot even be looked at is left to open_database to report)."""
+    try:
+        return not path.exists()
+    except OSError:
+        return False
 
 
 def _confirm(question: str, yes: bool) -> None:

@@ -12,33 +12,50 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from app.cli.hints import command, db_flag
 from app.cli.io import Invocation, load_settings
-from app.cli.options import DbOption, JsonOption, ThreadOption
+from app.cli.options import (
+    DbOption,
+    JsonOption,
+    ModelOption,
+    ThreadOption,
+    command_group,
+    examples,
+)
 from app.cli.reports import print_rollback
 from app.cli.tables import (
     STRATEGY_FIELDS,
     branch_tree,
     checkpoints_table,
     history_table,
+    short_id,
     strategy_lines,
 )
 from app.errors import AgentRunError, UsageError
+from app.text import plural
 
 if TYPE_CHECKING:
     from app.config import Settings
     from app.db.base import Database
     from app.service.timetravel import CheckpointIndex
 
-commands = typer.Typer()
+commands = command_group()
 
 CheckpointOption = Annotated[
-    str | None, typer.Option("--checkpoint", "-c", help="Checkpoint id (or a unique part of it).")
+    str | None,
+    typer.Option(
+        "--checkpoint",
+        "-c",
+        metavar="ID",
+        help="Checkpoint id, or a unique part of it (6+ characters, e.g. the 12 `history` shows).",
+    ),
 ]
 KeepFilesOption = Annotated[
     bool, typer.Option("--keep-files", help="Leave the workspace files as they are.")
 ]
 WorkspaceOption = Annotated[
-    Path | None, typer.Option("--workspace", help="The workspace to restore.")
+    Path | None,
+    typer.Option("--workspace", metavar="DIR", help="The workspace whose files follow it back."),
 ]
 ForceOption = Annotated[
     bool, typer.Option("--force", help="Overwrite workspace files changed outside Waypoint.")
@@ -58,14 +75,23 @@ def opened(db: str | None, **overrides: object) -> Iterator[tuple[Settings, Data
         yield settings, database
 
 
-@commands.command()
+@commands.command(
+    epilog=examples(
+        "history --thread demo",
+        "history --thread demo --limit 5 --json",
+        "history --thread demo --all",
+        "history --thread demo --tree",
+    )
+)
 def history(
     ctx: typer.Context,
     thread: ThreadOption,
     db: DbOption = None,
     limit: Annotated[
         int | None,
-        typer.Option("--limit", min=1, help="Show at most N rows, newest first (turns: 20)."),
+        typer.Option(
+            "--limit", min=1, metavar="N", help="Show at most N rows, newest first (turns: 20)."
+        ),
     ] = None,
     every: Annotated[
         bool, typer.Option("--all", help="Every checkpoint, not one row per turn.")
@@ -75,7 +101,9 @@ def history(
     ] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Show a thread's turns (or checkpoints, or branch tree), newest first."""
+    """A thread's turns, newest first (--all checkpoints, --tree).
+
+    Per turn: the input, how it ended, the tools called and the turn's last checkpoint id."""
     io: Invocation = ctx.obj
     from app.service import api
 
@@ -83,7 +111,7 @@ def history(
         with opened(db) as (_, database):
             index = api.checkpoints(database, thread)
         if tree:
-            io.out.print(branch_tree(index))
+            io.out.print(branch_tree(index), soft_wrap=False)
         else:
             _print_checkpoints(io, index, limit, as_json)
         return
@@ -97,7 +125,7 @@ def history(
     if as_json:
         io.out.print_json(json.dumps([t.as_dict() for t in found.turns], ensure_ascii=False))
     else:
-        io.out.print(history_table(thread, found.turns))
+        io.out.print(history_table(thread, found.turns, io.out.width), soft_wrap=False)
 
 
 def _print_checkpoints(
@@ -109,10 +137,17 @@ def _print_checkpoints(
         data = [r.as_dict() | {"on_branch": r.checkpoint_id in on_branch} for r in rows]
         io.out.print_json(json.dumps(data, ensure_ascii=False))
     else:
-        io.out.print(checkpoints_table(index.thread_id, rows, index.head.checkpoint_id, on_branch))
+        io.out.print(
+            checkpoints_table(
+                index.thread_id, rows, index.head.checkpoint_id, on_branch, io.out.width
+            ),
+            soft_wrap=False,
+        )
 
 
-@commands.command()
+@commands.command(
+    epilog=examples("show --thread demo", "show --thread demo --checkpoint 9f3a6c2b1d7e --json")
+)
 def show(
     ctx: typer.Context,
     thread: ThreadOption,
@@ -120,7 +155,9 @@ def show(
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """The full state at a checkpoint (default: the head), messages rendered like the chat."""
+    """The full state at a checkpoint (default: the head).
+
+    The counters, what the thread's strategy keeps, then the messages as the chat showed them."""
     io: Invocation = ctx.obj
     from app.cli.render import print_messages
     from app.service import api
@@ -158,16 +195,16 @@ def show(
     print_messages(io.out, values.get("messages", []))
 
 
-@commands.command()
+@commands.command(epilog=examples("diff --thread demo 3b1f0c9e2a41 9f3a6c2b1d7e"))
 def diff(
     ctx: typer.Context,
     thread: ThreadOption,
-    before: Annotated[str, typer.Argument(help="The earlier checkpoint id.")],
-    after: Annotated[str, typer.Argument(help="The later checkpoint id.")],
+    before: Annotated[str, typer.Argument(metavar="BEFORE", help="The earlier checkpoint id.")],
+    after: Annotated[str, typer.Argument(metavar="AFTER", help="The later checkpoint id.")],
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """What changed between two checkpoints: messages added or removed, counters."""
+    """What changed between two checkpoints: messages and counters."""
     io: Invocation = ctx.obj
     from app.cli.render import print_messages
     from app.service import api
@@ -178,21 +215,30 @@ def diff(
     if as_json:
         io.out.print_json(json.dumps(changes.as_dict(), ensure_ascii=False, default=str))
         return
-    io.out.print(f"[bold]{found.before.checkpoint_id} → {found.after.checkpoint_id}[/bold]")
+    io.out.print(
+        f"[bold]{short_id(found.before.checkpoint_id)} → {short_id(found.after.checkpoint_id)}[/bold]"
+    )
     for key, (old, new) in changes.counters.items():
         io.out.print(f"  {key}: {old} → {new}", markup=False)
-    io.out.print(f"[green]+ {len(changes.added)} message(s) added[/green]")
+    io.out.print(f"[green]+ {plural(len(changes.added), 'message')} added[/green]")
     print_messages(io.out, changes.added)
-    io.out.print(f"[red]- {len(changes.removed)} message(s) removed[/red]")
+    io.out.print(f"[red]- {plural(len(changes.removed), 'message')} removed[/red]")
     print_messages(io.out, changes.removed)
 
 
-@commands.command()
+@commands.command(
+    epilog=examples(
+        "rollback --thread demo --turns 1",
+        "rollback --thread demo --checkpoint 9f3a6c2b1d7e",
+        "rollback --thread demo --turns 2 --keep-files",
+    )
+)
 def rollback(
     ctx: typer.Context,
     thread: ThreadOption,
     turns: Annotated[
-        int | None, typer.Option("--turns", "-n", min=1, help="Undo the last N turns.")
+        int | None,
+        typer.Option("--turns", "-n", min=1, metavar="N", help="Undo the last N turns."),
     ] = None,
     checkpoint: CheckpointOption = None,
     db: DbOption = None,
@@ -200,7 +246,9 @@ def rollback(
     keep_files: KeepFilesOption = False,
     force: ForceOption = False,
 ) -> None:
-    """Make an earlier checkpoint the head again; nothing is deleted, so it can be undone too."""
+    """Make an earlier checkpoint the head again (it can be undone).
+
+    Nothing is deleted; the files the agent wrote follow the conversation back."""
     io: Invocation = ctx.obj
     from app.service import api
 
@@ -213,15 +261,22 @@ def rollback(
             workspace=None if keep_files else settings.workspace,
             force=force,
         )
-    print_rollback(io.err, report)
+    print_rollback(io.err, report, db=db_flag(db, settings))
 
 
-@commands.command()
+@commands.command(
+    epilog=examples(
+        "replay --thread demo --checkpoint 9f3a6c2b1d7e",
+        "replay -t demo -c 9f3a6c2b1d7e --model openai:gpt-4o-mini --yes",
+    )
+)
 def replay(
     ctx: typer.Context,
     thread: ThreadOption,
-    checkpoint: Annotated[str, typer.Option("--checkpoint", "-c", help="Where to re-run from.")],
-    model: Annotated[str | None, typer.Option("--model", help="offline | openai:<name>.")] = None,
+    checkpoint: Annotated[
+        str, typer.Option("--checkpoint", "-c", metavar="ID", help="Where to re-run from.")
+    ],
+    model: ModelOption = None,
     yes: Annotated[
         bool, typer.Option("--yes", "-y", help="Re-run tools with side effects without asking.")
     ] = False,
@@ -233,7 +288,7 @@ def replay(
         bool, typer.Option("--jsonl", help="One JSON event per line on stdout.")
     ] = False,
 ) -> None:
-    """Re-execute the graph from a checkpoint on a new branch, streaming like `chat`."""
+    """Re-run the model and tools from a checkpoint, on a new branch."""
     io: Invocation = ctx.obj
     from app.cli.render import ConsoleRenderer, JsonlRenderer
     from app.service import api
@@ -258,9 +313,13 @@ def replay(
     with open_runtime(settings) as runtime:
         try:
             session = runtime.session(thread)
-            result = session.replay(
-                start.row.checkpoint_id, renderer, _approver(io, yes), start.spared
-            )
+            with renderer:
+                result = session.replay(
+                    start.row.checkpoint_id,
+                    renderer,
+                    renderer.paused(_approver(io, yes)),
+                    start.spared,
+                )
         except TurnInterrupted as exc:
             io.err.print(f"[yellow]{exc}; what was shown is saved[/yellow]")
             raise typer.Exit(130) from None
@@ -286,18 +345,23 @@ def _approver(io: Invocation, yes: bool):  # type: ignore[no-untyped-def]
     return approve
 
 
-@commands.command()
+@commands.command(
+    epilog=examples(
+        "fork --thread demo --to demo-alt",
+        "fork -t demo -c 9f3a6c2b1d7e --to demo-alt --keep-files",
+    )
+)
 def fork(
     ctx: typer.Context,
     thread: ThreadOption,
-    to: Annotated[str, typer.Option("--to", help="The new thread's id.")],
+    to: Annotated[str, typer.Option("--to", metavar="ID", help="The new thread's id.")],
     checkpoint: CheckpointOption = None,
     db: DbOption = None,
     workspace: WorkspaceOption = None,
     keep_files: KeepFilesOption = False,
     force: ForceOption = False,
 ) -> None:
-    """Copy a thread's state at a checkpoint (default: the head) into a new thread."""
+    """Copy a thread at a checkpoint into a new thread."""
     io: Invocation = ctx.obj
     from app.service import api
 
@@ -312,8 +376,8 @@ def fork(
         )
     row = report.source
     io.err.print(
-        f"forked {thread} at {row.checkpoint_id} (turn {row.turn}) into [bold]{to}[/bold]; "
-        f"continue with: python -m app chat --thread {to}"
+        f"forked {thread} at {short_id(row.checkpoint_id)} (turn {row.turn}) into [bold]{to}[/bold]; "
+        f"continue with: {command('chat', '--thread', to, db=db_flag(db, settings))}"
     )
     for line in report.workspace.lines():
         io.err.print(f"  workspace: {line}", markup=False)

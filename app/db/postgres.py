@@ -36,10 +36,20 @@ from app.db.pg_connect import connect, connection_error
 from app.db.pg_lock import dead_writers, ensure_writers_table
 from app.db.pg_setup import migrate_once
 from app.db.strict import CheckedReads
+from app.text import plural
 
 TURN = "CASE WHEN jsonb_typeof(metadata -> 'turn') = 'number' THEN (metadata ->> 'turn')::numeric::bigint END"
 LIST_THREADS_SQL = f"""
-SELECT thread_id, COUNT(*), MAX(checkpoint_id), MAX({TURN}),
+SELECT thread_id, COUNT(*), MAX(checkpoint_id),
+       -- the head's turn, not the highest ever; a rollback's copy stores none: its parent's
+       (SELECT COALESCE({TURN.replace("metadata", "head.metadata")},
+                        (SELECT {TURN.replace("metadata", "parent.metadata")}
+                           FROM checkpoints AS parent
+                          WHERE parent.thread_id = head.thread_id AND parent.checkpoint_ns = ''
+                            AND parent.checkpoint_id = head.parent_checkpoint_id))
+          FROM checkpoints AS head
+         WHERE head.thread_id = c.thread_id AND head.checkpoint_ns = ''
+           AND head.checkpoint_id = MAX(c.checkpoint_id)),
        (SELECT first.metadata ->> 'preview' FROM checkpoints AS first
          WHERE first.thread_id = c.thread_id AND first.checkpoint_ns = ''
            AND first.metadata ->> 'preview' <> ''
@@ -209,7 +219,9 @@ class PostgresDatabase(Database):
             )
         except psycopg.Error as exc:
             return Health(False, str(connection_error(self.location, exc)))
-        return Health(True, f"PostgreSQL {version}, {threads} thread(s), database {size:,} bytes")
+        return Health(
+            True, f"PostgreSQL {version}, {plural(threads, 'thread')}, database {size:,} bytes"
+        )
 
     def dead_writers(self) -> dict[str, str]:
         with self.saver.lock:

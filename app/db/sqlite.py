@@ -32,6 +32,7 @@ from app.db.location import DatabaseLocation
 from app.db.sqlite_lock import dead_writer, lock_dir
 from app.db.strict import SHAPE_ERRORS, CheckedReads
 from app.errors import ConfigError
+from app.text import plural
 from tools.sqlite_wal import use_wal
 
 CHECKPOINT_BYTES = "IFNULL(LENGTH(checkpoint), 0) + IFNULL(LENGTH(CAST(metadata AS BLOB)), 0)"
@@ -40,7 +41,16 @@ LIST_THREADS_SQL = """
 SELECT thread_id,
        COUNT(*) AS checkpoints,
        MAX(checkpoint_id) AS last_checkpoint,
-       MAX(CAST(json_extract(CAST(metadata AS TEXT), '$.turn') AS INTEGER)) AS turns,
+       -- the head's turn (after a rollback, fewer than the highest ever): with exactly one
+       -- max() in the query, SQLite takes bare columns from the row that has that max. A
+       -- rollback's copy stores no turn: it has its parent's.
+       COALESCE(
+         CAST(json_extract(CAST(metadata AS TEXT), '$.turn') AS INTEGER),
+         (SELECT CAST(json_extract(CAST(parent.metadata AS TEXT), '$.turn') AS INTEGER)
+            FROM checkpoints AS parent
+           WHERE parent.thread_id = c.thread_id AND parent.checkpoint_ns = ''
+             AND parent.checkpoint_id = c.parent_checkpoint_id)
+       ) AS turns,
        (SELECT json_extract(CAST(first.metadata AS TEXT), '$.preview') FROM checkpoints AS first
          WHERE first.thread_id = c.thread_id AND first.checkpoint_ns = ''
            AND json_extract(CAST(first.metadata AS TEXT), '$.preview') <> ''
@@ -299,7 +309,7 @@ class SqliteDatabase(Database):
         except sqlite3.Error as exc:
             return Health(False, str(database_error(self.path, exc)))
         size = self.path.stat().st_size
-        detail = f"{threads} thread(s), {size:,} bytes, journal {mode}, integrity {verdict}"
+        detail = f"{plural(threads, 'thread')}, {size:,} bytes, journal {mode}, integrity {verdict}"
         return Health(verdict == "ok", detail)
 
     def dead_writers(self) -> dict[str, str]:

@@ -31,6 +31,7 @@ from app.service.timetravel import (
 )
 from app.service.workspace_sync import WorkspaceReport, restore_workspace
 from app.store import validate_thread_id
+from app.text import plural
 
 if TYPE_CHECKING:
     from langgraph.types import StateSnapshot
@@ -134,7 +135,7 @@ def _rollback_target(index: CheckpointIndex, turns: int | None, ref: str | None)
     current = index.head.turn or 0
     if turns >= current:
         raise UsageError(
-            f"thread {index.thread_id} has {current} turn(s); roll back at most {current - 1} "
+            f"thread {index.thread_id} has {plural(current, 'turn')}; roll back at most {current - 1} "
             "(to start over, use a new thread)"
         )
     return index.end_of_turn(current - turns)

@@ -10,6 +10,7 @@ from langgraph.types import Command, StateSnapshot
 from app.service.events import Notice
 from app.service.recovery import pending_approval
 from app.service.run import TurnRun
+from app.text import plural
 
 # Given the risky calls awaiting approval ({id, name, args, reason}), return {call id: decision}
 # with decision {"action": "approve" | "reject" | "edit", "args": {...} (edit), "note": "..."}.
@@ -54,7 +55,7 @@ def settle_before_turn(
         verdict = "approved" if policy == "auto" else "rejected"
         run.sink.emit(
             Notice(
-                f"a pending approval of {len(calls)} call(s) was {verdict} by the "
+                f"a pending approval of {plural(len(calls), 'call')} was {verdict} by the "
                 f"approval policy '{policy}'"
             )
         )

@@ -169,7 +169,9 @@ def _matching_paths(rows: list[tuple], pending: Sequence[tuple]) -> list[str] | 
 
 def _require_thread(database: Database, thread_id: str) -> None:
     if not database.thread_exists(thread_id):
-        raise UsageError(f"thread {thread_id} does not exist; see `threads list`")
+        raise UsageError(
+            f"thread {thread_id} does not exist; list them with: waypoint threads list"
+        )
 
 
 # --- import -----------------------------------------------------------------------------------

@@ -58,12 +58,20 @@ class ToolCallStarted:
 
 @dataclass(frozen=True)
 class ToolFinished:
+    """A tool call's result. `content` is what the model reads; `user_message`, when set, is what
+    the person is shown instead (an error worded for the model: "use list_files…")."""
+
     id: str
     tool: str
     status: str  # success | error
     content: str
     duration_ms: float
+    user_message: str | None = None
     name: ClassVar[str] = "tool_result"
+
+    @property
+    def for_user(self) -> str:
+        return self.user_message or self.content
 
 
 @dataclass(frozen=True)
@@ -201,7 +209,12 @@ def _custom(event: dict) -> Event:
         return ToolCallStarted(data["id"], data["name"], data["args"])
     if kind == "tool_result":
         return ToolFinished(
-            data["id"], data["name"], data["status"], str(data["content"]), data["duration_ms"]
+            data["id"],
+            data["name"],
+            data["status"],
+            str(data["content"]),
+            data["duration_ms"],
+            data.get("user_message"),
         )
     if kind == "retry":
         return Retry(**data)

@@ -47,7 +47,9 @@ def remember_turn(
         result.turn,
         request,
         tools_used_in_turn(values.get("messages", [])),
-        result.status,
+        # the graph's own status: a failed action is still a task and its outcome worth recalling
+        # (honest_status says how it went); "failed" is kept for a turn the failure handler ended
+        values.get("status") or result.status,
         result.answer,
         judged_wrong=(values.get("verdict") or {}).get("success") is False,
     )

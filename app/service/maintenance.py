@@ -116,7 +116,9 @@ def delete_thread(database: Database, thread_id: str) -> DeleteReport:
     app.service.api.delete_thread takes it)."""
     removal = database.remove(thread_id, None, dry_run=False)
     if not removal.checkpoints and not removal.writes:
-        raise UsageError(f"thread {thread_id} does not exist; see `threads list`")
+        raise UsageError(
+            f"thread {thread_id} does not exist; list them with: waypoint threads list"
+        )
     return DeleteReport(thread_id, removal.checkpoints, removal.writes, removal.bytes)
 
 
@@ -283,7 +285,9 @@ class _PrunePlan:
 def _delete_whole_thread(database: Database, thread_id: str, dry_run: bool) -> ThreadPrune:
     removal: Removal = database.remove(thread_id, None, dry_run=dry_run)
     if not removal.checkpoints and not removal.writes:
-        raise UsageError(f"thread {thread_id} does not exist; see `threads list`")
+        raise UsageError(
+            f"thread {thread_id} does not exist; list them with: waypoint threads list"
+        )
     return ThreadPrune(
         thread_id, removal.checkpoints, removal.writes, removal.bytes, thread_deleted=True
     )

@@ -12,6 +12,7 @@ from langgraph.types import StateSnapshot
 
 from app.service.events import EventSink, Notice
 from app.service.threads import load_state, thread_config
+from app.text import plural
 from graphs.shared.messages import cancelled_results, dangling_tool_calls, new_message_id
 
 TURN_KEYS = ("turn", "preview")
@@ -48,7 +49,7 @@ def repair_interrupted(
     sink.emit(
         Notice(
             f"the previous turn of {thread_id} was interrupted; "
-            f"{len(dangling)} unfinished tool call(s) were marked cancelled"
+            f"{plural(len(dangling), 'unfinished tool call')} closed as cancelled"
         )
     )
     return load_state(graph, thread_id)

@@ -15,6 +15,7 @@ from langgraph.types import StateSnapshot
 
 from app.service.events import EventSink, TurnEnd, from_stream
 from app.service.head import CHECKPOINTS_MODE, HeadCache
+from app.service.outcome import turn_status
 from app.service.recovery import close_interrupted
 from app.service.threads import load_state, thread_config
 from app.service.worker import RunCancelled, sigint_ignored, stream_in_worker
@@ -105,7 +106,7 @@ class TurnRun:
         values = head.values
         last = values["messages"][-1] if values.get("messages") else None
         answer = str(last.content) if isinstance(last, AIMessage) else ""
-        status = "interrupted" if head.interrupts else values.get("status") or "answered"
+        status = "interrupted" if head.interrupts else turn_status(values)
         result = TurnResult(self.thread.thread_id, self.turn, status, answer)
         self.sink.emit(TurnEnd(result.thread_id, result.turn, result.status, result.answer))
         return result

@@ -20,6 +20,14 @@ if TYPE_CHECKING:  # the graph machinery is not needed to list threads (`threads
     from langgraph.types import StateSnapshot
 
 GREGORIAN_TO_UNIX_100NS = 0x01B21DD213814000
+# LangGraph's checkpoint ids are time-ordered (UUIDv6): their first characters are shared by every
+# checkpoint made about the same time, and their last 12 (the random node part) tell them apart.
+SHORT_ID_CHARS = 12
+
+
+def short_id(checkpoint_id: str) -> str:
+    """The part of a checkpoint id that tables and hints show; `CheckpointIndex.resolve` takes it."""
+    return checkpoint_id[-SHORT_ID_CHARS:]
 
 
 @dataclass(frozen=True)

@@ -15,12 +15,22 @@ from langgraph.types import StateSnapshot
 
 from app.db.base import CheckpointRecord, Database
 from app.errors import ConflictError, NotFoundError, ThreadNotFoundError, UsageError
-from app.service.threads import checkpoint_time, load_state, reading, thread_config, unreadable
+from app.service.outcome import turn_status
+from app.service.threads import (
+    SHORT_ID_CHARS,
+    checkpoint_time,
+    load_state,
+    reading,
+    short_id,
+    thread_config,
+    unreadable,
+)
 from app.service.workspace_sync import WorkspaceReport, restore_workspace
 from graphs.shared.messages import current_turn
 from graphs.state import unreadable_reason
 
 COUNTERS = ("turn", "iteration", "retry_count", "status", "last_error")
+MIN_ID_CHARS = 6
 
 
 @dataclass(frozen=True)
@@ -69,14 +79,17 @@ class CheckpointIndex:
         return self.rows[-1]
 
     def resolve(self, ref: str) -> CheckpointRow:
-        """An exact id, or a unique prefix or suffix of one (as `history` prints them)."""
+        """An exact id, or a unique prefix or suffix of one (`history` prints the `short_id`)."""
         ref = ref.strip()
         if ref in self.by_id:
             return self.by_id[ref]
+        if len(ref) < MIN_ID_CHARS:
+            raise UsageError(
+                f"checkpoint {ref!r} is too short to name one checkpoint: give at least "
+                f"{MIN_ID_CHARS} characters of its id (the {SHORT_ID_CHARS} that `history` shows)"
+            )
         matches = [
-            r
-            for r in self.rows
-            if len(ref) >= 6 and (r.checkpoint_id.startswith(ref) or r.checkpoint_id.endswith(ref))
+            r for r in self.rows if r.checkpoint_id.startswith(ref) or r.checkpoint_id.endswith(ref)
         ]
         if len(matches) == 1:
             return matches[0]
@@ -87,7 +100,7 @@ class CheckpointIndex:
             )
         raise NotFoundError(
             f"checkpoint {ref!r} does not exist in thread {self.thread_id}; "
-            f"list them with `history --thread {self.thread_id} --all`"
+            f"list them with: waypoint history --thread {self.thread_id} --all"
         )
 
     def branch(self, tip: str | None = None) -> list[CheckpointRow]:
@@ -154,8 +167,9 @@ def _note(metadata: dict) -> str:
         return "replay"
     if "forked_from" in metadata:
         source = metadata["forked_from"]
-        return f"fork of {source.get('thread')}@{str(source.get('checkpoint'))[-12:]}"
-    return "closed: " + str(metadata["closed"]) if "closed" in metadata else ""
+        return f"fork of {source.get('thread')}@{short_id(str(source.get('checkpoint')))}"
+    # A turn closed after Ctrl-C, a cancel or a crash ends with status `cancelled`, as `history` says.
+    return "cancelled" if "closed" in metadata else ""
 
 
 def _writer_nodes(database: Database, thread_id: str) -> dict[str, str]:
@@ -221,7 +235,7 @@ def _summarise(
     return TurnSummary(
         turn=turn,
         preview=next((r.preview for r in rows if r.preview), ""),
-        status=values.get("status") or ("interrupted" if snapshot.next else "answered"),
+        status=turn_status(values) if values.get("status") or not snapshot.next else "interrupted",
         steps=len(rows),
         iteration=values.get("iteration", 0),
         retry_count=values.get("retry_count", 0),

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
+
+from app.text import plural
 
 
 def render_markdown(thread_id: str, messages: Sequence[AnyMessage]) -> str:
@@ -14,7 +17,7 @@ def render_markdown(thread_id: str, messages: Sequence[AnyMessage]) -> str:
     results = {m.tool_call_id: m for m in messages if isinstance(m, ToolMessage)}
     shown: set[str] = set()
     turns = sum(isinstance(m, HumanMessage) for m in messages)
-    lines = [f"# Waypoint thread {_code(thread_id)}", "", f"{turns} turn(s)."]
+    lines = [f"# Waypoint thread {_code(thread_id)}", "", f"{plural(turns, 'turn')}."]
     turn = 0
     for message in messages:
         if isinstance(message, HumanMessage):
@@ -28,7 +31,7 @@ def render_markdown(thread_id: str, messages: Sequence[AnyMessage]) -> str:
                 lines += ["", f"**Tool call** {_code(call.get('name') or '?')} ✗ invalid arguments"]
                 lines += ["", _fenced(call.get("args") or "")]
             if message.text.strip():
-                lines += ["", "**Assistant**", "", message.text.strip()]
+                lines += ["", "**Assistant**", "", _line_breaks(message.text.strip())]
         elif isinstance(message, ToolMessage) and message.tool_call_id not in shown:
             lines += _tool_lines(message.name or "tool", None, message)
         elif not isinstance(message, ToolMessage):
@@ -61,7 +64,26 @@ def _fenced(text: str) -> str:
 
 
 def _quote(text: str) -> str:
-    return "\n".join(f"> {line}" if line else ">" for line in text.splitlines() or [""])
+    return _line_breaks(
+        "\n".join(f"> {line}" if line else ">" for line in text.splitlines() or [""])
+    )
+
+
+FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
+
+
+def _line_breaks(text: str) -> str:
+    """Markdown joins consecutive lines into one paragraph; a message's own line breaks are kept
+    as hard breaks (two trailing spaces), except inside fenced code, which keeps them anyway."""
+    lines = text.split("\n")
+    fenced = False
+    for index, line in enumerate(lines[:-1]):
+        if FENCE.match(line.lstrip("> ")):
+            fenced = not fenced
+        following = lines[index + 1].strip(" >")
+        if not fenced and line.strip(" >") and following and not FENCE.match(following):
+            lines[index] = line + "  "
+    return "\n".join(lines)
 
 
 def _longest_run(text: str, char: str) -> int:

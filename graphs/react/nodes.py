@@ -8,7 +8,7 @@ import json
 from langchain_core.messages import AIMessage
 from langgraph.runtime import Runtime
 
-from graphs.shared.approvals import as_run, review_calls
+from graphs.shared.approvals import as_run, review_calls, was_refused
 from graphs.shared.deadline import model_deadline, turn_seconds_left
 from graphs.shared.limits import exhausted_budget
 from graphs.shared.live import context_of
@@ -94,7 +94,8 @@ def tools(state: AgentState, runtime: Runtime[AgentContext]) -> dict:
         "call_signatures": [*(state.get("call_signatures") or []), *signatures],
     }
     update["budget_exhausted"] = exhausted_budget(state, context, state.get("tokens_used", 0))
-    failures = [m for m in results if m.status == "error"]
+    # A refused approval is the user's answer, not an error to retry: the model reads it.
+    failures = [m for m in results if m.status == "error" and not was_refused(m)]
     if not failures:
         return update | {"last_error": None, "retry_count": 0}
     summary = "; ".join(f"{m.name}: {m.content}" for m in failures)

@@ -12,6 +12,16 @@ from langchain_core.tools import BaseTool
 from langgraph.types import interrupt
 
 from graphs.shared.messages import new_message_id
+from graphs.shared.tool_calls import USER_MESSAGE
+
+# Marks the result of a call that was not approved: the user's (or the policy's) choice, not an
+# error to retry.
+REFUSED = "waypoint_refused"
+
+
+def was_refused(message: ToolMessage) -> bool:
+    return bool(message.additional_kwargs.get(REFUSED))
+
 
 ApprovalPolicy = Literal["ask", "auto", "never"]
 
@@ -95,6 +105,11 @@ def _apply(
                     name=call["name"],
                     status="error",
                     id=new_message_id("tool"),
+                    additional_kwargs={
+                        USER_MESSAGE: f"not run: it {risky[call['id']]} and was not approved "
+                        f"({note})",
+                        REFUSED: True,
+                    },
                 )
             )
     return allowed, refused

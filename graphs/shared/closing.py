@@ -65,7 +65,7 @@ def failure_text(
     tried = f"after {attempts + 1} attempts" if attempts else "on the first attempt"
     advice = {
         "model_transient": "Check that the model endpoint is up, then send your message again.",
-        "model_fatal": "Fix the model configuration (see `python -m app chat --help`), then "
+        "model_fatal": "Fix the model configuration (see: waypoint chat --help), then "
         "send your message again.",
         "context_overflow": "Start a new thread (/new) or shorten the conversation.",
         "tool": "Rephrase the request, or check the file names and values it uses.",

@@ -46,6 +46,7 @@ WINDOW_PATTERNS = (
     re.compile(r"model's window: (\d[\d,]*) tokens", re.IGNORECASE),
 )
 EMPTY_STREAM = "No generations found in stream"
+MASKED = re.compile(r"\*{5,}")
 # An empty stream is an overflow when the prompt was at least this long: older llama-server builds
 # send the overflow as a non-standard `error:` SSE field that clients ignore, and
 # llama-cpp-python's server can end a stream without a chunk when the prompt does not fit.
@@ -124,8 +125,10 @@ def _error(kind: str, message: str, retry_after: float | None = None) -> LastErr
     return LastError(kind=kind, message=message, retry_after=retry_after)  # type: ignore[typeddict-item]
 
 
-def _short(exc: BaseException, limit: int = 300) -> str:
-    text = str(exc).strip() or type(exc).__name__
+def _short(exc: BaseException, limit: int = 600) -> str:
+    """The error's text, whole as long as it is reasonable: a masked key in it ("sk-proj-****…",
+    160 stars in OpenAI's 401) is shortened rather than the advice after it cut off."""
+    text = MASKED.sub("****", str(exc).strip()) or type(exc).__name__
     return text if len(text) <= limit else text[:limit] + "…"
 
 

@@ -16,6 +16,16 @@ from graphs.shared.messages import new_message_id
 from tools.errors import ToolError
 
 StreamWriter = Callable[[dict[str, Any]], None]
+# Where an error result keeps the words meant for the person (ToolError.user_message) beside the
+# model's (the content): stored with the message, never sent to an endpoint (a tool message sends
+# its content only).
+USER_MESSAGE = "waypoint_user_message"
+
+
+def for_user(message: ToolMessage) -> str:
+    """What the person is shown of a tool result: its user message, else its content."""
+    said = message.additional_kwargs.get(USER_MESSAGE)
+    return said if isinstance(said, str) else str(message.content)
 
 
 def run_tool_calls(
@@ -58,7 +68,7 @@ def _run_one(
 ) -> ToolMessage:
     writer({"type": "tool_call", "id": call["id"], "name": call["name"], "args": call["args"]})
     started = time.perf_counter()
-    status, content, artifact = _execute(call, tools_by_name)
+    status, content, artifact, user_message = _execute(call, tools_by_name)
     content = truncate(content, limit)
     duration_ms = round((time.perf_counter() - started) * 1000, 1)
     writer(
@@ -69,6 +79,7 @@ def _run_one(
             "status": status,
             "content": content,
             "duration_ms": duration_ms,
+            "user_message": user_message,
         }
     )
     return ToolMessage(
@@ -78,24 +89,27 @@ def _run_one(
         status=status,
         artifact=artifact,
         id=new_message_id("tool"),
+        additional_kwargs={USER_MESSAGE: user_message} if user_message else {},
     )
 
 
-def _execute(call: ToolCall, tools_by_name: dict[str, BaseTool]) -> tuple[str, str, Any]:
-    """(status, content, artifact). Invoked with the whole call, so tools that journal what they
-    changed (content_and_artifact) hand back their artifact too."""
+def _execute(
+    call: ToolCall, tools_by_name: dict[str, BaseTool]
+) -> tuple[str, str, Any, str | None]:
+    """(status, content, artifact, user message). Invoked with the whole call, so tools that
+    journal what they changed (content_and_artifact) hand back their artifact too."""
     tool = tools_by_name.get(call["name"])
     if tool is None:
-        return "error", unknown_tool_message(call["name"], tools_by_name), None
+        return "error", unknown_tool_message(call["name"], tools_by_name), None, None
     try:
         result = tool.invoke({**call, "type": "tool_call"})
     except ToolError as exc:
-        return "error", str(exc), None
+        return "error", str(exc), None, exc.user_message
     except ValidationError as exc:
-        return "error", invalid_arguments_message(call["name"], exc, tool), None
+        return "error", invalid_arguments_message(call["name"], exc, tool), None, None
     if isinstance(result, ToolMessage):
-        return "success", _as_text(result.content), result.artifact
-    return "success", _as_text(result), None
+        return "success", _as_text(result.content), result.artifact, None
+    return "success", _as_text(result), None, None
 
 
 def _answer_invalid_call(call: dict, tools_by_name: dict[str, BaseTool]) -> ToolMessage:

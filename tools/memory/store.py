@@ -124,7 +124,9 @@ class MemoryStore:
                 raise ToolLimitError(
                     f"long-term memory already holds {MAX_MEMORIES_PER_USER} facts for this user; "
                     "nothing was saved; tell the user to remove old ones with "
-                    "`waypoint memory forget`"
+                    "`waypoint memory forget`",
+                    user_message=f"long-term memory already holds {MAX_MEMORIES_PER_USER} facts; "
+                    "nothing was saved; list them with: waypoint memory list",
                 )
             return self.put("memories", user, key, fact)
 

@@ -14,7 +14,14 @@ from tools.sandbox.limits import KIB, MIB, Limit
 from tools.sandbox.outcome import RunResult, SandboxSetupError
 from tools.sandbox.root import RootPlan, plan_root, setup_script
 from tools.sandbox.sandbox import NOBODY, Sandbox
-from tools.sandbox.tool import MAX_CODE_CHARS, RunPythonArgs, format_result, make_python_tool
+from tools.sandbox.tool import (
+    MAX_CODE_CHARS,
+    ReadResult,
+    RunPythonArgs,
+    format_result,
+    make_python_tool,
+    read_result,
+)
 
 __all__ = [
     "KIB",
@@ -22,6 +29,7 @@ __all__ = [
     "MIB",
     "NOBODY",
     "Limit",
+    "ReadResult",
     "RootPlan",
     "RunPythonArgs",
     "RunResult",
@@ -30,5 +38,6 @@ __all__ = [
     "format_result",
     "make_python_tool",
     "plan_root",
+    "read_result",
     "setup_script",
 ]

@@ -3,6 +3,9 @@ RunResult is reported to the model."""
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
+
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field
 
@@ -44,6 +47,34 @@ def format_result(result: RunResult, sandbox: Sandbox) -> str:
         f"stdout:\n{result.stdout or '(empty)'}\n"
         f"stderr:\n{result.stderr or '(empty)'}"
     )
+
+
+@dataclass(frozen=True)
+class ReadResult:
+    """A run_python result read back from the text `format_result` wrote."""
+
+    status: str
+    limit: str
+    stdout: str
+    stderr: str
+
+
+RESULT_FORMAT = re.compile(
+    r"exit status: (?P<status>.*)\nlimit hit: (?P<limit>.*)\nstdout:\n(?P<stdout>.*)\nstderr:\n"
+    r"(?P<stderr>.*)",
+    re.S,
+)
+
+
+def read_result(text: str) -> ReadResult | None:
+    """The parts of a run_python result (an empty stream is ""), or None for any other text."""
+    match = RESULT_FORMAT.fullmatch(text)
+    if match is None:
+        return None
+    stdout, stderr = (
+        match[name] if match[name] != "(empty)" else "" for name in ("stdout", "stderr")
+    )
+    return ReadResult(match["status"], match["limit"], stdout, stderr)
 
 
 class RunPythonArgs(BaseModel):

@@ -67,7 +67,8 @@ def database_error(path: Path, exc: sqlite3.DatabaseError) -> CorpusDatabaseErro
     else:
         reason = text
     return CorpusDatabaseError(
-        f"the document index in {path} cannot be used: {reason}; tell the user"
+        f"the document index in {path} cannot be used: {reason}; tell the user",
+        user_message=f"the document index in {path} cannot be used: {reason}",
     )
 
 

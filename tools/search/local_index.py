@@ -145,7 +145,9 @@ class LocalIndex:
         """Remove a document by id or path, or every document below a directory; returns the count."""
         key = str(path_or_id).strip()
         if not key:
-            raise UnknownDocumentError("no document id or path given; see `corpus list`")
+            raise UnknownDocumentError(
+                "no document id or path given; list them with: waypoint corpus list"
+            )
         if not self.db_path.exists():
             raise _unknown_document(key)
         with self._database() as conn:
@@ -272,12 +274,14 @@ def _collect_hits(
 
 def _unknown_document(key: str) -> UnknownDocumentError:
     return UnknownDocumentError(
-        f"no document with id or path {key!r} in the corpus; see `corpus list` for ids and paths"
+        f"no document with id or path {key!r} in the corpus; list the ids and paths with: "
+        "waypoint corpus list"
     )
 
 
 def _empty_corpus() -> EmptyCorpusError:
     return EmptyCorpusError(
         "the document corpus is empty, so there is nothing to search; tell the user they can add "
-        "documents with `python -m app corpus add PATH`"
+        "documents with `waypoint corpus add PATH`",
+        user_message="the document corpus is empty; add documents with: waypoint corpus add PATH",
     )

@@ -26,7 +26,9 @@ def _import_client(module: str, attribute: str, extra: str, backend: str) -> Any
         raise SearchUnavailableError(
             f"the {backend} web search backend needs the '{module}' package, which is not "
             f"installed; tell the user to run: pip install 'waypoint[{extra}]' "
-            "(or to use the local corpus)"
+            "(or to use the local corpus)",
+            user_message=f"the {backend} web search backend needs the '{module}' package; "
+            f"install it with: pip install 'waypoint[{extra}]'",
         ) from None
 
 
@@ -106,14 +108,16 @@ class TavilyBackend:
         if not key:
             raise SearchUnavailableError(
                 "the tavily web search backend needs an API key and TAVILY_API_KEY is not set; "
-                "tell the user to set it (or to use the local corpus)"
+                "tell the user to set it (or to use the local corpus)",
+                user_message="the tavily web search backend needs TAVILY_API_KEY, which is not set",
             )
         try:
             response = factory(key).search(query, max_results=max_results)
         except Exception as exc:
             if type(exc).__name__ in ("InvalidAPIKeyError", "MissingAPIKeyError"):
                 raise SearchUnavailableError(
-                    "tavily rejected the API key in TAVILY_API_KEY; tell the user to check it"
+                    "tavily rejected the API key in TAVILY_API_KEY; tell the user to check it",
+                    user_message="tavily rejected the API key in TAVILY_API_KEY; check it",
                 ) from exc
             error = _network_error("tavily", exc, "tavily")
             if error is None:

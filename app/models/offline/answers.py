@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from app.models.offline.facts import Fact
 from app.models.offline.intents import Intent
+from graphs.shared.messages import call_signature
+from graphs.shared.tool_calls import for_user
+from tools.sandbox import read_result
+from tools.weather import cities as weather_cities
 
 UNIT = {"celsius": "°C", "fahrenheit": "°F"}
+COLDER = re.compile(r"colder|cooler|chillier|更冷|较冷|哪个冷")
 # The tools report in English; a Chinese answer translates the few words they use.
 CONDITION_ZH = {
     "clear": "晴",
@@ -41,23 +47,25 @@ WEEKDAY_ZH = {
 
 FALLBACK_EN = (
     "I'm running on Waypoint's offline planner, which is not a language model, so I can't answer "
-    "that. Offline I can: do arithmetic, look up the weather (an offline dataset of 36+ cities, "
-    "today, tomorrow or a date) and compare cities, read, write and list files in the workspace, "
-    "tell the time, and remember facts you tell me in this thread. For open-ended questions use a "
-    "real model: set OPENAI_API_KEY (and OPENAI_BASE_URL for any OpenAI-compatible server) or pass "
-    "--model openai:<name>."
+    "that. Offline I can: do arithmetic; look up the weather for {cities} cities (an offline "
+    "dataset; today, tomorrow or a date) and compare them; read, write and list files in the "
+    "workspace; run Python you give me in a sandbox; search the documents added with `waypoint "
+    "corpus add`; remember facts across threads and recall them; tell the time; and keep what you "
+    "tell me in this thread. For open-ended questions use a real model: set OPENAI_API_KEY (and "
+    "OPENAI_BASE_URL for any OpenAI-compatible server) or pass --model openai:<name>."
 )
 FALLBACK_ZH = (
     "我现在用的是 Waypoint 的离线规划器，它不是语言模型，所以回答不了这个问题。离线时我可以："
-    "算术计算、查询天气（离线数据集，36 个以上城市，今天、明天或指定日期）并比较城市温差、"
-    "读写和列出工作区里的文件、报时，以及记住你在本会话里告诉我的事情。要回答开放式问题，请配置"
+    "算术计算；查询 {cities} 个城市的天气（离线数据集，今天、明天或指定日期）并比较；读写和列出"
+    "工作区里的文件；在沙箱里运行你给的 Python 代码；搜索用 `waypoint corpus add` 添加的文档；"
+    "跨会话记住事实并回忆；报时；以及记住你在本会话里告诉我的事情。要回答开放式问题，请配置"
     "真实模型：设置 OPENAI_API_KEY（兼容 OpenAI 的服务器再设置 OPENAI_BASE_URL），或使用 "
     "--model openai:<名称>。"
 )
 
 
 def fallback(chinese: bool) -> str:
-    return FALLBACK_ZH if chinese else FALLBACK_EN
+    return (FALLBACK_ZH if chinese else FALLBACK_EN).format(cities=len(weather_cities()))
 
 
 def facts_part(
@@ -114,10 +122,12 @@ def describe(intent: Intent, pairs: list, walk: Any) -> list[str]:
         return [_skipped(intent, walk, zh)]
     lines = []
     for call, result in pairs:
-        if result is None:
+        if result is None and walk.avoids(call):
+            lines.append(_not_again(call, walk, zh))
+        elif result is None:
             lines.append(f"（未完成：{call['name']}）" if zh else f"(not done: {call['name']})")
         elif result.status == "error":
-            lines.append(_failed(call, str(result.content), zh))
+            lines.append(_failed(call, for_user(result), zh))
         else:
             lines.append(_succeeded(intent, call, str(result.content), walk, zh))
     return lines
@@ -132,19 +142,38 @@ def _skipped(intent: Intent, walk: Any, zh: bool) -> str:
         )
     if intent.kind == "write":
         return "没有可以写入的内容。" if zh else "There was nothing to write to the file."
+    if intent.kind == "calculate" and "then" in intent.args:  # after a calculation that failed
+        step = intent.args.get("then", "")
+        return (
+            f"没有进行“{step}”：前一步计算没有结果。"
+            if zh
+            else f"I did not go on with '{step}': the calculation before it has no result."
+        )
     return (
         f"工具不可用：{intent.kind}" if zh else f"That tool is not available here ({intent.kind})."
     )
 
 
 def _failed(call: dict, error: str, zh: bool) -> str:
-    target = call["args"].get("city") or call["args"].get("path") or call["args"].get("expression")
-    what = f"{call['name']}({target})" if target else call["name"]
+    what = _call_name(call)
     return f"{what} 失败：{error}" if zh else f"{what} failed: {error}"
 
 
+def _not_again(call: dict, walk: Any, zh: bool) -> str:
+    """A call an earlier attempt's lesson said not to repeat, and why."""
+    what = _call_name(call)
+    why = walk.avoided[call_signature(call["name"], call["args"])]
+    if zh:
+        return f"{what} 没有再试：之前的尝试中它失败了（{why}）。"
+    return f"{what} was not tried again: it failed in an earlier attempt ({why})."
+
+
+def _call_name(call: dict) -> str:
+    target = call["args"].get("city") or call["args"].get("path") or call["args"].get("expression")
+    return f"{call['name']}({target})" if target else call["name"]
+
+
 OPTIONAL_RESULTS = {
-    "run_code": ("Python ran:", "Python 运行结果："),
     "search": ("Search results:", "搜索结果："),
     "recall": ("From long-term memory:", "长期记忆中："),
 }
@@ -153,22 +182,20 @@ OPTIONAL_RESULTS = {
 def _succeeded(intent: Intent, call: dict, content: str, walk: Any, zh: bool) -> str:
     if intent.kind == "remember":
         return "已保存到长期记忆。" if zh else "Saved to long-term memory."
+    if intent.kind == "run_code":
+        return _python(content, zh)
     if intent.kind in OPTIONAL_RESULTS:
         english, chinese = OPTIONAL_RESULTS[intent.kind]
         return f"{chinese if zh else english}\n{content}"
     if intent.kind == "weather":
-        return _weather(json.loads(content), zh)
+        return weather_sentence(json.loads(content), zh)
     if intent.kind == "compare":
         return _comparison(content, walk, zh)
     if intent.kind == "calculate":
         result = f"{call['args']['expression']} = {content}"
         return f"计算结果：{result}" if zh else result
     if intent.kind == "time":
-        now = json.loads(content)
-        if zh:
-            weekday = WEEKDAY_ZH.get(now["weekday"], now["weekday"])
-            return f"现在是 {now['date']} {now['time']}（{weekday}，{now['timezone']}）。"
-        return f"It is {now['time']} on {now['weekday']}, {now['date']} ({now['timezone']})."
+        return time_sentence(json.loads(content), zh)
     if intent.kind == "write":
         return f"已写入文件：{content}。" if zh else f"{content[:1].upper()}{content[1:]}."
     if intent.kind == "read":
@@ -180,7 +207,30 @@ def _succeeded(intent: Intent, call: dict, content: str, walk: Any, zh: bool) ->
     return f"{header}\n{content}"
 
 
-def _weather(forecast: dict, zh: bool) -> str:
+def time_sentence(now: dict, zh: bool) -> str:
+    if zh:
+        weekday = WEEKDAY_ZH.get(now["weekday"], now["weekday"])
+        return f"现在是 {now['date']} {now['time']}（{weekday}，{now['timezone']}）。"
+    return f"It is {now['time']} on {now['weekday']}, {now['date']} ({now['timezone']})."
+
+
+def _python(content: str, zh: bool) -> str:
+    """What the program printed; its exit status and stderr only when something went wrong."""
+    run = read_result(content)
+    if run is None:
+        return content
+    parts = [run.stdout.rstrip("\n") or ("（没有输出）" if zh else "(the program printed nothing)")]
+    if run.status != "0" or run.limit != "none":
+        limit = "" if run.limit == "none" else f"; limit hit: {run.limit}"
+        parts.append(
+            f"退出状态：{run.status}{limit}" if zh else f"exit status: {run.status}{limit}"
+        )
+    if run.stderr.strip():
+        parts.append(f"stderr:\n{run.stderr.rstrip()}")
+    return "\n".join(parts)
+
+
+def weather_sentence(forecast: dict, zh: bool) -> str:
     unit = UNIT.get(forecast.get("unit", "celsius"), "°")
     if zh:
         city = forecast.get("city_zh") or forecast["city"]
@@ -210,6 +260,10 @@ def _comparison(difference: str, walk: Any, zh: bool) -> str:
         )
     warmer, colder = (a, b) if delta > 0 else (b, a)
     highs = f"{first['high']}{unit} vs {second['high']}{unit}"
+    if COLDER.search(walk.request.lower()):  # the answer names what was asked about
+        if zh:
+            return f"温差：{colder}比{warmer}冷 {size}（最高气温 {highs}）。"
+        return f"Difference: {colder} is {size} colder than {warmer} (highs {highs})."
     if zh:
         return f"温差：{warmer}比{colder}暖 {size}（最高气温 {highs}）。"
     return f"Difference: {warmer} is {size} warmer than {colder} (highs {highs})."

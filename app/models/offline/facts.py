@@ -47,7 +47,8 @@ QUESTIONS: list[tuple[str, re.Pattern[str]]] = [
     (
         "name",
         re.compile(
-            r"what(?:'s| is) my name|who am i\b|do you (?:know|remember) my name|"
+            r"what(?:'s| is) my name|\bwhat my name is\b|who am i\b|"
+            r"do you (?:know|remember) my name|"
             r"我叫什么|我的名字是什么|我是谁",
             re.I,
         ),
@@ -83,10 +84,12 @@ def stated_facts(text: str) -> list[Fact]:
     A question about a fact states neither that fact nor a note: "我叫什么？" names nobody.
     """
     asked = asked_fact(text)
+    # "Do you remember what …?" asks; it states nothing to remember
+    question = asked or text.rstrip().endswith(("?", "？"))
     facts: list[Fact] = []
     for key, pattern in STATEMENTS:
         match = pattern.search(text.strip())
-        if not match or (key == "note" and (facts or asked)) or (asked and asked[0] == key):
+        if not match or (key == "note" and (facts or question)) or (asked and asked[0] == key):
             continue
         if key == "favourite":
             facts.append(Fact(key, match.group(2).strip(), topic=match.group(1).lower()))

@@ -12,9 +12,29 @@ ISO_DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
 FILE_NAME = r"[`'\"“”‘’]?([\w\-./]*\w\.[A-Za-z0-9]{1,8})[`'\"“”‘’]?"
 QUOTED = re.compile(r"[\"“「『]([^\"”」』]+)[\"”」』]|'([^']+)'")
 
+NUMBER_WORDS = {
+    word: str(value)
+    for value, word in enumerate(
+        [
+            "zero",
+            "one",
+            "two",
+            "three",
+            "four",
+            "five",
+            "six",
+            "seven",
+            "eight",
+            "nine",
+            "ten",
+            "eleven",
+            "twelve",
+        ]
+    )
+}
 WORD_OPERATORS = [
-    (r"\bmultiplied by\b|\btimes\b|乘以|乘|×|\bx\b(?=\s*\d)", "*"),
-    (r"\bdivided by\b|\bover\b|除以|÷", "/"),
+    (r"\b(?:multiplied|multiply(?: it)?) by\b|\btimes\b|乘以|乘|×|\bx\b(?=\s*\d)", "*"),
+    (r"\b(?:divided|divide(?: it)?) by\b|\bover\b|除以|÷", "/"),
     (r"\bplus\b|\badd\b|加上|加", "+"),
     (r"\bminus\b|减去|减|−", "-"),
     (r"\bto the power of\b|\bpower\b|的(?=\d)次方|\^", "**"),
@@ -208,11 +228,16 @@ def _weather_date(lowered: str) -> str:
 
 
 def to_expression(lowered: str) -> str:
-    """Spell-out operators in English or Chinese become symbols: '3 加 5 乘以 2' -> '3 + 5 * 2'."""
+    """Spell-out operators and small numbers in English or Chinese become symbols and digits:
+    '3 加 5 乘以 2' -> '3 + 5 * 2', 'divide by zero' -> '/ 0'."""
     text = ISO_DATE.sub(" ", lowered)
     for pattern, symbol in WORD_OPERATORS:
         text = re.sub(pattern, f" {symbol} ", text)
-    return text
+    return re.sub(r"\b(" + "|".join(NUMBER_WORDS) + r")\b", lambda m: NUMBER_WORDS[m[1]], text)
+
+
+# "… and then divide by zero": one more operation on the result before it.
+THEN = re.compile(r"\bthen\b\s*(\*\*|[+\-*/%])\s*(-?\d+(?:\.\d+)?)")
 
 
 def _arithmetic_intent(lowered: str) -> list[Intent]:
@@ -223,9 +248,19 @@ def _arithmetic_intent(lowered: str) -> list[Intent]:
         numbers = re.findall(r"\d+(?:\.\d+)?", candidate)
         has_operator = re.search(r"\d\s*[)]*\s*(\*\*|[+\-*/%])\s*[(]*\s*-?\d", candidate)
         if len(numbers) >= 2 and has_operator:
-            position = lowered.find(numbers[0])
-            return [Intent("calculate", max(position, 0), {"expression": candidate})]
+            position = max(lowered.find(numbers[0]), 0)
+            first = Intent("calculate", position, {"expression": candidate})
+            rest = converted[match.end() :]
+            return [first, *_then_steps(rest, position)]
     return []
+
+
+def _then_steps(rest: str, position: int) -> list[Intent]:
+    """Each "then <operator> <number>" after an expression: an operation on the result before."""
+    return [
+        Intent("calculate", position + n, {"then": f"{m[1]} {m[2]}"})
+        for n, m in enumerate(THEN.finditer(rest), 1)
+    ]
 
 
 def _list_intent(lowered: str) -> list[Intent]:

@@ -23,9 +23,9 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from app.models.offline import answers
-from app.models.offline.structured import RESPONDERS, respond
+from app.models.offline.structured import RESPONDERS, avoided_calls, respond
 from app.models.offline.walk import Walk, digest
-from graphs.shared.messages import without_notes
+from graphs.shared.messages import USER_TEXT, without_notes
 from graphs.shared.requests import request_of
 from graphs.shared.summarize import TRANSCRIPT_LABELS, is_summary
 
@@ -79,6 +79,7 @@ class OfflineChatModel(BaseChatModel):
         """The next message: tool calls for the first step not yet run, else the final answer.
         It reads the user's own words: notes put in front of them (past experience) are not
         requests."""
+        avoided = avoided_calls(_turn_notes(messages))
         messages = [without_notes(m) for m in messages]
         if self.structured_schema:
             return respond(self.structured_schema, messages)
@@ -96,12 +97,24 @@ class OfflineChatModel(BaseChatModel):
             earlier_messages=list(messages[:turn_start]),
             tools=set(self.bound_tools),
             earlier_texts=earlier,
+            avoided=avoided,
         )
         calls = steps.next_calls()
         if calls:
             return AIMessage(content="", tool_calls=calls, id=_stable_id("ai", messages))
         text = steps.answer(earlier)
         return _answer(text, messages)
+
+
+def _turn_notes(messages: Sequence[BaseMessage]) -> str:
+    """What `for_model` put in front of the user's current words (experience, lessons)."""
+    turn_start = _last_human_index(messages)
+    if turn_start is None:
+        return ""
+    message = messages[turn_start]
+    said = message.additional_kwargs.get(USER_TEXT)
+    content = str(message.content)
+    return content[: len(content) - len(said)] if isinstance(said, str) else ""
 
 
 def _earlier_user_texts(messages: Sequence[BaseMessage]) -> list[str]:

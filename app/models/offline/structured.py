@@ -12,9 +12,12 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 
 from app.models.offline import answers
 from app.models.offline.intents import Intent, is_chinese, parse_request
-from app.models.offline.walk import TOOL_FOR_INTENT, tool_args
+from app.models.offline.walk import TOOL_FOR_INTENT, Walk, tool_args
+from app.text import plural
 from graphs.plan.steps import REFERENCE
+from graphs.shared.messages import call_signature
 from graphs.shared.requests import request_of
+from graphs.shared.tool_calls import for_user
 
 SMALL_TALK = re.compile(
     r"^\s*(?:hi|hello|hey|good (?:morning|afternoon|evening)|thanks?|thank you|bye|goodbye|"
@@ -83,8 +86,16 @@ def _arguments(intent: Intent, steps: list[dict], earlier: list[BaseMessage]) ->
     if intent.kind == "compare":
         expression = _comparison(steps, earlier)
         return [{"expression": expression}] if expression else []
+    if intent.kind == "calculate" and "then" in intent.args:  # on the result of the step before
+        earlier = [n for n, step in enumerate(steps, 1) if step["tool"] == "calculator"]
+        return (
+            [{"expression": f"{{{{step {earlier[-1]}}}}} {intent.args['then']}"}] if earlier else []
+        )
     if intent.kind == "write" and intent.args["content"] is None:
-        content = _results_text(steps) or intent.args.get("text") or _last_answer(earlier)
+        zh = is_chinese(intent.args.get("text") or "") or any(
+            is_chinese(step["reason"]) for step in steps
+        )
+        content = _results_text(steps, zh) or intent.args.get("text") or _last_answer(earlier)
         return [{"path": intent.args["path"], "content": content}] if content else []
     return tool_args(intent, None) or []  # the remaining kinds do not read the walk
 
@@ -98,9 +109,65 @@ def _comparison(steps: list[dict], earlier: list[BaseMessage]) -> str | None:
     return f"{highs[-2]} - {highs[-1]}" if len(highs) >= 2 else None
 
 
-def _results_text(steps: list[dict]) -> str:
+def _results_text(steps: list[dict], zh: bool) -> str:
+    """What "save it" writes: each earlier result as the sentence the answer would use, written
+    with references the executor fills in (never a tool's raw JSON)."""
     kept = ("write_file", "read_file", "list_files")
-    return "\n".join(f"{{{{step {n}}}}}" for n, s in enumerate(steps, 1) if s["tool"] not in kept)
+    lines = [_sentence(n, steps, zh) for n, s in enumerate(steps, 1) if s["tool"] not in kept]
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+def _sentence(number: int, steps: list[dict], zh: bool) -> str:
+    tool, arguments = steps[number - 1]["tool"], steps[number - 1]["arguments"]
+    fields = _Fields(number)
+    if tool == "get_weather":
+        return answers.weather_sentence(fields.with_unit(arguments.get("unit")), zh)
+    if tool == "current_time":
+        return answers.time_sentence(fields, zh)
+    if tool == "calculator":
+        compared = [
+            int(n) for n in re.findall(r"\{\{step (\d+)\.high\}\}", arguments["expression"])
+        ]
+        if len(compared) == 2:
+            unit = answers.UNIT.get(steps[compared[0] - 1]["arguments"].get("unit"), "°")
+            return _difference_sentence(number, compared, unit, zh)
+        return f"{arguments['expression']} = {fields.whole}"
+    if tool == "remember":
+        return "已保存到长期记忆。" if zh else "Saved to long-term memory."
+    return fields.whole
+
+
+class _Fields(dict):
+    """`{{step N.field}}` for any field asked for: a step's result before it exists."""
+
+    def __init__(self, number: int) -> None:
+        super().__init__()
+        self.number = number
+        self.whole = f"{{{{step {number}}}}}"
+
+    def __missing__(self, field: str) -> str:
+        return f"{{{{step {self.number}.{field}}}}}"
+
+    def get(self, field: str, default: object = None) -> object:  # type: ignore[override]
+        return self[field]
+
+    def with_unit(self, unit: str | None) -> _Fields:
+        self["unit"] = unit or "celsius"
+        return self
+
+
+def _difference_sentence(number: int, compared: list[int], unit: str, zh: bool) -> str:
+    first, second = _Fields(compared[0]), _Fields(compared[1])
+    highs = f"{first['high']}{unit} vs {second['high']}{unit}"
+    if zh:
+        return (
+            f"最高气温差（{first['city_zh']}减{second['city_zh']}）：{{{{step {number}}}}}{unit}"
+            f"（{highs}）。"
+        )
+    return (
+        f"Difference in highs ({first['city']} minus {second['city']}): "
+        f"{{{{step {number}}}}}{unit} ({highs})."
+    )
 
 
 def _last_answer(earlier: list[BaseMessage]) -> str:
@@ -146,7 +213,8 @@ def _reference(number: int, field: str | None) -> str:
 
 
 def verdict_args(messages: list[BaseMessage]) -> dict:
-    """Success when the last answer stands on tool results that all succeeded."""
+    """Success when the last answer stands on tool results that all succeeded, and every call the
+    request needs was made."""
     start, request = _request(messages)
     zh = is_chinese(request)
     attempt = messages[start + 1 :]
@@ -154,15 +222,37 @@ def verdict_args(messages: list[BaseMessage]) -> dict:
     failures = [m for m in attempt if isinstance(m, ToolMessage) and m.status == "error"]
     if answer is None:
         return {"success": False, "reason": "没有给出回答。" if zh else "no answer was given"}
-    if failures:
-        problem = f"{failures[0].name}: {str(failures[0].content)[:200]}"
-        return {"success": False, "reason": f"工具调用失败：{problem}" if zh else f"{problem}"}
+    if failures:  # named, not quoted: the card and the lesson say what the error was
+        return {
+            "success": False,
+            "reason": f"{failures[0].name} 失败了" if zh else f"{failures[0].name} failed",
+        }
     if str(answer.content).strip() in {answers.fallback(False), answers.fallback(True)}:
         reason = "离线规划器读不懂这个请求。" if zh else "the offline planner could not read it"
         return {"success": False, "reason": reason}
+    missing = _not_done(request, attempt)
+    if missing:
+        return {
+            "success": False,
+            "reason": f"{missing} 没有完成" if zh else f"{missing} was not done",
+        }
     used = sum(isinstance(m, ToolMessage) for m in attempt)
-    reason = f"回答基于 {used} 个工具结果。" if zh else f"the answer rests on {used} tool result(s)"
+    reason = (
+        f"回答基于 {used} 个工具结果。"
+        if zh
+        else f"the answer rests on {plural(used, 'tool result')}"
+    )
     return {"success": True, "reason": reason}
+
+
+def _not_done(request: str, attempt: list[BaseMessage]) -> str:
+    """The first call the request needs that this attempt did not make."""
+    walk = Walk(request, attempt, earlier_messages=[], tools=set())
+    for _, pairs in walk.outcomes:
+        for call, result in pairs:
+            if result is None:
+                return call["name"]
+    return ""
 
 
 def _is_answer(message: BaseMessage) -> bool:
@@ -170,27 +260,57 @@ def _is_answer(message: BaseMessage) -> bool:
 
 
 def lesson_args(messages: list[BaseMessage]) -> dict:
-    """What to do differently, from the failed call of the last attempt (or the lack of one)."""
+    """What to do differently, from the failed call of the last attempt (or the lack of one): the
+    call is named with its arguments, so the next attempt knows which one not to make again."""
     start, request = _request(messages)
     zh = is_chinese(request)
-    failures = [
-        m for m in messages[start + 1 :] if isinstance(m, ToolMessage) and m.status == "error"
-    ]
-    if failures:
+    attempt = messages[start + 1 :]
+    failures = [m for m in attempt if isinstance(m, ToolMessage) and m.status == "error"]
+    calls = {c["id"]: c for m in attempt if isinstance(m, AIMessage) for c in m.tool_calls}
+    if failures and failures[0].tool_call_id in calls:
         failed = failures[0]
-        error = str(failed.content)[:160]
-        if zh:
-            return {"lesson": f"{failed.name} 失败了（{error}）。先核对参数，别再原样重试。"}
-        return {
-            "lesson": f"{failed.name} failed ({error}). Check its arguments first and do not "
-            "repeat the same call; answer with what is known and say what is missing."
-        }
+        call = calls[failed.tool_call_id]
+        return {"lesson": avoid_lesson(call["name"], call["args"], for_user(failed), zh)}
     if zh:
         return {"lesson": "回答前确认请求的每一部分都有工具结果支持；做不到就直说。"}
     return {
         "lesson": "Before answering, check that every part of the request is backed by a tool "
         "result; if it cannot be, say so plainly."
     }
+
+
+def avoid_lesson(name: str, args: dict, error: str, zh: bool) -> str:
+    arguments = json.dumps(args, ensure_ascii=False, sort_keys=True)
+    if zh:
+        return f"{name} 失败了（{error[:160]}）。不要再调用 {name} {arguments}；用已知信息回答，并说明缺少什么。"
+    return (
+        f"{name} failed ({error[:160]}). Do not call {name} {arguments} again; answer with what "
+        "is known and say what is missing."
+    )
+
+
+# A lesson of this turn starts its line ("- read_file failed …"); one recalled from another
+# thread's experience is quoted inside its line ("- lesson for: … | read_file failed …") and is
+# not a reason to skip a call now (the file may exist by now).
+AVOIDED_CALL = re.compile(
+    r"^(?:- )?(?P<name>\w+) (?:failed \((?P<reason>.*)\)\. Do not call|失败了（(?P<reason_zh>.*)）。不要再调用) "
+    r"(?P=name) (?P<args>\{.*?\})(?: again;|；)",
+    re.M,
+)
+
+
+def avoided_calls(notes: str) -> dict[str, str]:
+    """The calls that lessons in `notes` (this model's own, from `avoid_lesson`) said not to make
+    again: call signature → why (the error it gave)."""
+    avoided = {}
+    for match in AVOIDED_CALL.finditer(notes):
+        try:
+            args = json.loads(match["args"])
+        except ValueError:
+            continue
+        reason = match["reason"] if match["reason"] is not None else match["reason_zh"]
+        avoided[call_signature(match["name"], args)] = reason
+    return avoided
 
 
 def route_args(messages: list[BaseMessage]) -> dict:

@@ -6,13 +6,14 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolCall, ToolMessage
 
 from app.models.offline import answers
 from app.models.offline.facts import asked_fact, recall, stated_facts
 from app.models.offline.intents import Intent, is_chinese, parse_request
+from graphs.shared.messages import call_signature
 
 
 class Walk:
@@ -25,8 +26,11 @@ class Walk:
         earlier_messages: list[BaseMessage],
         tools: set[str],
         earlier_texts: Sequence[str] = (),
+        avoided: Mapping[str, str] | None = None,
     ) -> None:
+        """`avoided`: calls a lesson said not to make again (call signature → why)."""
         self.request = request
+        self.avoided = dict(avoided or {})
         self.chinese = is_chinese(request)
         self.tools = tools
         self.intents = parse_request(request)
@@ -51,6 +55,10 @@ class Walk:
         position = 0
         for index, intent in enumerate(self.intents):
             calls = self._calls_for(intent, index)
+            if calls and all(self.avoids(call) for call in calls):
+                self.outcomes.append((intent, [(c, None) for c in calls]))
+                continue
+            calls = [call for call in calls if not self.avoids(call)]
             if not calls:
                 # A bare "what's the difference?" with no forecasts to compare is not a step.
                 if not intent.args.get("follow_up") and not intent.args.get("optional"):
@@ -81,6 +89,9 @@ class Walk:
         key, topic, _ = asked
         query = topic or {"name": "name", "number": "number", "home": "live"}.get(key, self.request)
         return [Intent("recall", 0, {"query": query, "optional": True, "for_fact": True})]
+
+    def avoids(self, call: ToolCall) -> bool:
+        return call_signature(call["name"], call["args"]) in self.avoided
 
     def next_calls(self) -> list[ToolCall]:
         return self.pending
@@ -152,6 +163,9 @@ def tool_args(intent: Intent, walk: Walk) -> list[dict] | None:
         return [{"fact": args["fact"]}]
     if kind == "recall":
         return [{"query": args["query"]}]
+    if kind == "calculate" and "then" in args:  # on the result of the calculation before it
+        done = walk.successful("calculator")
+        return [{"expression": f"{done[-1][1]} {args['then']}"}] if done else None
     if kind == "calculate":
         return [{"expression": args["expression"]}]
     if kind == "read":

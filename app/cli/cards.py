@@ -1,0 +1,96 @@
+"""One card per tool call: its name, arguments, time and result (or the error as the user should read
+it). Results are readable and bounded: a JSON object becomes `key: value` lines, a long line ends in
+"…", and past CARD_LINES lines a "N more lines" line says what was left out."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.console import Group
+from rich.panel import Panel
+from rich.text import Text
+
+from app.errors import printable
+from app.service.events import ToolFinished
+from app.text import plural
+
+CARD_LINES = 8  # result lines shown in a card; the rest is counted
+
+
+def tool_card(event: ToolFinished, args: dict) -> Panel:
+    ok = event.status == "success"
+    title = Text.assemble(
+        ("✓ " if ok else "✗ ", "green" if ok else "red"),
+        (printable(event.tool), "bold"),
+        (f"  {event.duration_ms:g} ms", "dim"),
+    )
+    lines = [_one_line(argument_line(args), "dim")] if args else []
+    if ok:
+        lines += result_lines(event.tool, event.content)
+    else:  # the user's wording, whole: an error is short and every word of it matters
+        lines.append(Text(printable(event.for_user, keep="\n"), style="red"))
+    return Panel(
+        Group(*lines),
+        title=title,
+        title_align="left",
+        border_style="cyan" if ok else "red",
+        expand=False,
+    )
+
+
+def argument_line(args: dict) -> str:
+    """`city: Paris · unit: celsius`; a value's own line breaks shown as ⏎."""
+    return " · ".join(f"{key}: {_value(value)}" for key, value in args.items())
+
+
+def result_lines(tool: str, content: str) -> list[Text]:
+    """A result as at most CARD_LINES lines, each cut with "…" at the card's edge."""
+    lines = _readable(tool, content)
+    shown = [_one_line(line) for line in lines[:CARD_LINES]]
+    if len(lines) > CARD_LINES:
+        left = len(lines) - CARD_LINES
+        shown.append(Text(f"… {plural(left, 'more line')}", style="dim"))
+    return shown or [Text("(no output)", style="dim")]
+
+
+def _readable(tool: str, content: str) -> list[str]:
+    if tool == "run_python":
+        summary = _python_summary(content)
+        if summary is not None:
+            return [summary]
+    try:
+        value = json.loads(content)
+    except ValueError:
+        return printable(content, keep="\n\t").splitlines()
+    if isinstance(value, dict):
+        return [f"{key}: {_value(item)}" for key, item in value.items()]
+    if isinstance(value, list):
+        return [argument_line(item) if isinstance(item, dict) else _value(item) for item in value]
+    return [_value(value)]
+
+
+def _python_summary(content: str) -> str | None:
+    """What a program did, in one line: the output itself belongs to the answer, which shows it
+    (a card repeating it would print it twice)."""
+    from tools.sandbox import read_result
+
+    run = read_result(content)
+    if run is None:
+        return None
+    parts = [f"exit status {run.status}"]
+    if run.limit != "none":
+        parts.append(f"limit hit: {run.limit}")
+    for name, text in (("stdout", run.stdout), ("stderr", run.stderr)):
+        count = len(text.splitlines())
+        parts.append(f"{name}: {plural(count, 'line')}" if count else f"{name} empty")
+    return " · ".join(parts)
+
+
+def _value(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return printable(text.replace("\n", " ⏎ "), keep="\t")
+
+
+def _one_line(text: str, style: str = "") -> Text:
+    return Text(text, style=style, no_wrap=True, overflow="ellipsis")
