@@ -316,14 +316,25 @@ function atBottom() {
 
 function followNewest() {
   state.follow = true;
-  pane.scrollTop = pane.scrollHeight;
+  pinToNewest();
   $("jump").hidden = true;
+}
+
+function pinToNewest() {
+  pane.scrollTop = pane.scrollHeight;
+  state.pinnedAt = pane.scrollTop;
 }
 
 // Whatever is added to the pane (a streamed token, a card, a reload) keeps the newest message in
 // view, unless the reader has scrolled up to read something older: then "↓ Newest" brings it back.
+// A scroll event comes after the scroll itself, so a change in between must not undo the reader's
+// scroll: the pane is further up than where it was last pinned means the reader moved it.
 new MutationObserver(() => {
-  if (state.follow) pane.scrollTop = pane.scrollHeight;
+  if (state.follow && pane.scrollTop + 24 < (state.pinnedAt || 0)) {
+    state.follow = false;
+    $("jump").hidden = false;
+  }
+  if (state.follow) pinToNewest();
 }).observe(pane, { childList: true, subtree: true, characterData: true });
 
 pane.addEventListener("scroll", () => {
