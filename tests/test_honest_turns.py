@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from pathlib import Path
 
 import pytest
@@ -190,17 +191,24 @@ def test_the_offline_fallback_names_what_it_can_do():
 
 
 def test_a_turn_stopped_by_ctrl_c_is_cancelled_in_history_and_in_the_tree():
+    """Stopped the way the server's cancel does (the same close as Ctrl-C), because that way the
+    run's worker is waited for: a KeyboardInterrupt raised here would race it on a busy machine."""
+
     class StopAtTheFirstTool:
+        def __init__(self, stop: threading.Event) -> None:
+            self.stop = stop
+
         def emit(self, event: Event) -> None:
             if isinstance(event, ToolCallStarted):
-                raise KeyboardInterrupt
+                self.stop.set()
 
         def partial_answer(self) -> str:
             return ""
 
     run_cli("chat", "-t", "stop", "-m", "what is 1 plus 1")
     with open_runtime(load_settings()) as runtime, pytest.raises(TurnInterrupted):
-        runtime.session("stop").run_turn("what is 6 times 7", StopAtTheFirstTool())
+        session = runtime.session("stop")
+        session.run_turn("what is 6 times 7", StopAtTheFirstTool(session.stop))
 
     turns = json.loads(run_cli("history", "-t", "stop", "--json").stdout)
     tree = run_cli("history", "-t", "stop", "--tree").stdout.decode()
