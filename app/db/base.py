@@ -10,16 +10,18 @@ from typing import Any, ClassVar
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from app.db.compressed import CompressedSerializer
 from app.db.location import DatabaseLocation
 from app.db.strict import StrictSerializer, UnreadableCheckpointError
 
-__all__ = ["UnreadableCheckpointError", "strict_serializer"]  # with the classes below
+__all__ = ["UnreadableCheckpointError", "checkpoint_serializer"]  # with the classes below
 
 
-def strict_serializer() -> StrictSerializer:
+def checkpoint_serializer() -> CompressedSerializer:
     """Only LangGraph's safe types (messages, datetimes, …) may be revived from a checkpoint, and
-    anything else is an UnreadableCheckpointError (app/db/strict.py)."""
-    return StrictSerializer()
+    anything else is an UnreadableCheckpointError (app/db/strict.py); larger blobs are stored
+    compressed (app/db/compressed.py)."""
+    return CompressedSerializer(StrictSerializer())
 
 
 @dataclass(frozen=True)

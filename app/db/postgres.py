@@ -24,7 +24,7 @@ from app.db.base import (
     Removal,
     SpaceReport,
     ThreadRow,
-    strict_serializer,
+    checkpoint_serializer,
 )
 from app.db.location import DatabaseLocation
 from app.db.pg_connect import connect, connection_error
@@ -87,7 +87,7 @@ class CheckedPostgresSaver(CheckedReads, PostgresSaver):
 def open_postgres(location: DatabaseLocation) -> Iterator[PostgresDatabase]:
     conn = connect(location)
     try:
-        saver = CheckedPostgresSaver(conn, serde=strict_serializer())
+        saver = CheckedPostgresSaver(conn, serde=checkpoint_serializer())
         try:
             migrate_once(conn, "checkpoints", location.url, lambda: _setup(conn, saver))
         except psycopg.Error as exc:
