@@ -7,11 +7,13 @@ import contextlib
 import re
 from collections.abc import Iterator
 from pathlib import Path
-
-from langgraph.checkpoint.base import BaseCheckpointSaver
+from typing import TYPE_CHECKING
 
 from app.db import DbRef, open_database
 from app.errors import UsageError
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.base import BaseCheckpointSaver
 
 THREAD_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 

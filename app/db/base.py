@@ -6,13 +6,14 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from typing import Any, ClassVar
-
-from langgraph.checkpoint.base import BaseCheckpointSaver
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from app.db.compressed import CompressedSerializer
 from app.db.location import DatabaseLocation
-from app.db.strict import StrictSerializer, UnreadableCheckpointError
+from app.db.unreadable import UnreadableCheckpointError
+
+if TYPE_CHECKING:  # LangGraph loads with the saver, which listing threads never needs
+    from langgraph.checkpoint.base import BaseCheckpointSaver
 
 __all__ = ["UnreadableCheckpointError", "checkpoint_serializer"]  # with the classes below
 
@@ -21,6 +22,8 @@ def checkpoint_serializer() -> CompressedSerializer:
     """Only LangGraph's safe types (messages, datetimes, …) may be revived from a checkpoint, and
     anything else is an UnreadableCheckpointError (app/db/strict.py); larger blobs are stored
     compressed (app/db/compressed.py)."""
+    from app.db.strict import StrictSerializer
+
     return CompressedSerializer(StrictSerializer())
 
 
@@ -74,9 +77,13 @@ class Database(ABC):
 
     kind: ClassVar[str]
 
-    def __init__(self, location: DatabaseLocation, saver: BaseCheckpointSaver) -> None:
+    def __init__(self, location: DatabaseLocation) -> None:
         self.location = location
-        self.saver = saver
+
+    @property
+    @abstractmethod
+    def saver(self) -> BaseCheckpointSaver:
+        """LangGraph's saver on this database (strict reads, compressed blobs)."""
 
     @property
     def label(self) -> str:

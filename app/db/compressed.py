@@ -9,11 +9,12 @@ then hands the bytes to the wrapped (strict) serializer, which checks them as it
 from __future__ import annotations
 
 import zlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from langgraph.checkpoint.serde.base import SerializerProtocol
+from app.db.unreadable import UnreadableCheckpointError
 
-from app.db.strict import UnreadableCheckpointError
+if TYPE_CHECKING:
+    from langgraph.checkpoint.serde.base import SerializerProtocol
 
 SUFFIX = "+zlib"
 # Smaller blobs (most single-channel writes: a counter, a short message) barely shrink.
@@ -25,9 +26,10 @@ MAX_INFLATED_BYTES = 64 * 1024 * 1024
 LEVEL = 1
 
 
-class CompressedSerializer(SerializerProtocol):
+class CompressedSerializer:
     """`serde` for writing and reading, with blobs of COMPRESS_FROM_BYTES to MAX_INFLATED_BYTES
-    stored zlib-compressed when that makes them smaller."""
+    stored zlib-compressed when that makes them smaller. (A SerializerProtocol by its methods: the
+    listings import this module without LangGraph.)"""
 
     def __init__(self, serde: SerializerProtocol) -> None:
         self.serde = serde

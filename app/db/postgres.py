@@ -105,7 +105,14 @@ def _setup(conn: psycopg.Connection, saver: PostgresSaver) -> None:
 
 class PostgresDatabase(Database):
     kind = "postgres"
-    saver: PostgresSaver
+
+    def __init__(self, location: DatabaseLocation, saver: PostgresSaver) -> None:
+        super().__init__(location)
+        self._saver = saver
+
+    @property
+    def saver(self) -> PostgresSaver:
+        return self._saver
 
     @property
     def conn(self) -> psycopg.Connection:

@@ -4,13 +4,14 @@ over SqliteSaver's `checkpoints`/`writes` tables, and per-thread flock files nex
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import sqlite3
+import threading
 from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
-
-from langgraph.checkpoint.sqlite import SqliteSaver
+from typing import TYPE_CHECKING
 
 from app.db.base import CheckpointRecord as Record
 from app.db.base import (
@@ -25,9 +26,12 @@ from app.db.base import (
 )
 from app.db.location import DatabaseLocation
 from app.db.sqlite_lock import dead_writer, lock_dir
-from app.db.strict import SHAPE_ERRORS, CheckedReads
+from app.db.unreadable import SHAPE_ERRORS
 from app.errors import ConfigError
 from tools.sqlite_wal import use_wal
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.sqlite import SqliteSaver
 
 CHECKPOINT_BYTES = "IFNULL(LENGTH(checkpoint), 0) + IFNULL(LENGTH(CAST(metadata AS BLOB)), 0)"
 WRITE_BYTES = "IFNULL(LENGTH(value), 0)"
@@ -55,11 +59,22 @@ SELECT thread_id, SUM(bytes) FROM (
 )
 GROUP BY thread_id
 """
-# SqliteSaver's `writes` table (same columns, same primary key), created before its `setup()` does:
-# WITHOUT ROWID keeps the rows in one b-tree ordered by their key, where SqliteSaver's table adds a
-# second b-tree, an index repeating every row's key (about 100 bytes of a row's 250; a turn writes
-# some 30 rows). An older database keeps the table it has.
-WRITES_TABLE = """
+# SqliteSaver's tables (its columns, its primary keys), created here so that the listings need not
+# load LangGraph: `SqliteSaver.setup()` then finds them. `writes` is WITHOUT ROWID: its rows live in
+# one b-tree ordered by their key, where SqliteSaver's table adds a second b-tree, an index repeating
+# every row's key (about 100 bytes of a row's 250; a turn writes some 30 rows). A database made
+# before keeps the tables it has.
+TABLES = """
+CREATE TABLE IF NOT EXISTS checkpoints (
+    thread_id TEXT NOT NULL,
+    checkpoint_ns TEXT NOT NULL DEFAULT '',
+    checkpoint_id TEXT NOT NULL,
+    parent_checkpoint_id TEXT,
+    type TEXT,
+    checkpoint BLOB,
+    metadata BLOB,
+    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
+);
 CREATE TABLE IF NOT EXISTS writes (
     thread_id TEXT NOT NULL,
     checkpoint_ns TEXT NOT NULL DEFAULT '',
@@ -77,25 +92,19 @@ ROOT = "thread_id = ? AND checkpoint_ns = ''"
 BY_ID = f"WHERE {ROOT} AND checkpoint_id = ?"
 
 
-class CheckedSqliteSaver(CheckedReads, SqliteSaver):
-    """SqliteSaver whose reads refuse tampered or damaged data (app/db/strict.py)."""
-
-
 @contextlib.contextmanager
 def open_sqlite(location: DatabaseLocation, busy_timeout: float) -> Iterator[SqliteDatabase]:
-    """A SqliteSaver on the file; a damaged or unusable file is an error, never overwritten."""
+    """The database in the file; a damaged or unusable file is an error, never overwritten."""
     path = location.path
     assert path is not None
     connection = connect(path, busy_timeout)
     try:
-        saver = CheckedSqliteSaver(connection, serde=checkpoint_serializer())
         try:
-            connection.execute(WRITES_TABLE)
-            saver.setup()
+            create_tables(connection)
         except sqlite3.DatabaseError as exc:
             raise database_error(path, exc) from exc
         try:
-            yield SqliteDatabase(location, saver)
+            yield SqliteDatabase(location, connection)
         except sqlite3.DatabaseError as exc:
             # The one boundary for what the file does after it was opened (damaged, full, locked,
             # read-only) during any command; a misused API (ProgrammingError…) stays a bug.
@@ -116,6 +125,16 @@ def connect(path: Path, busy_timeout: float) -> sqlite3.Connection:
     except sqlite3.DatabaseError as exc:
         raise database_error(path, exc) from exc
     return connection
+
+
+def create_tables(connection: sqlite3.Connection) -> None:
+    connection.executescript(TABLES)
+    # SqliteSaver's own migration, as its setup() does it: databases from before `task_path`.
+    try:
+        connection.execute("ALTER TABLE writes ADD COLUMN task_path TEXT NOT NULL DEFAULT ''")
+    except sqlite3.OperationalError as exc:
+        if "duplicate column name" not in str(exc) and "readonly database" not in str(exc):
+            raise
 
 
 def check_file(path: Path) -> None:
@@ -206,9 +225,35 @@ def _disk_full(path: Path) -> bool:
         return False
 
 
+@functools.cache
+def checked_saver_class() -> type[SqliteSaver]:
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from app.db.strict import CheckedReads
+
+    class CheckedSqliteSaver(CheckedReads, SqliteSaver):
+        """SqliteSaver whose reads refuse tampered or damaged data (app/db/strict.py)."""
+
+    return CheckedSqliteSaver
+
+
 class SqliteDatabase(Database):
+    """Waypoint's SQL on one connection; the saver on the same connection, under the same lock,
+    made when first asked for (LangGraph is imported then, not by the listings)."""
+
     kind = "sqlite"
-    saver: SqliteSaver
+
+    def __init__(self, location: DatabaseLocation, connection: sqlite3.Connection) -> None:
+        super().__init__(location)
+        self.connection = connection
+        self.lock = threading.Lock()
+
+    @functools.cached_property
+    def saver(self) -> SqliteSaver:
+        saver = checked_saver_class()(self.connection, serde=checkpoint_serializer())
+        saver.lock = self.lock  # one lock for the one connection
+        saver.setup()
+        return saver
 
     @property
     def path(self) -> Path:
@@ -216,8 +261,8 @@ class SqliteDatabase(Database):
         return self.location.path
 
     def _rows(self, sql: str, params: tuple | dict = ()) -> list[tuple]:
-        with self.saver.lock:
-            return self.saver.conn.execute(sql, params).fetchall()
+        with self.lock:
+            return self.connection.execute(sql, params).fetchall()
 
     def thread_rows(self) -> list[ThreadRow]:
         return [ThreadRow(*row) for row in self._rows(LIST_THREADS_SQL)]
@@ -334,8 +379,8 @@ class SqliteDatabase(Database):
     @contextlib.contextmanager
     def _transaction(self, *, write: bool) -> Iterator[sqlite3.Connection]:
         """Take the write lock now (BEGIN IMMEDIATE) and commit everything or nothing."""
-        conn = self.saver.conn
-        with self.saver.lock:
+        conn = self.connection
+        with self.lock:
             conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             try:
                 yield conn
@@ -348,11 +393,11 @@ class SqliteDatabase(Database):
         """Fold the WAL in and rebuild the file so that freed pages return to the disk."""
         before = self._file_bytes()
         try:
-            with self.saver.lock:
-                self.saver.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-                self.saver.conn.execute("VACUUM")
+            with self.lock:
+                self.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                self.connection.execute("VACUUM")
                 # In WAL mode VACUUM writes the rebuilt pages to the WAL; fold them in now.
-                self.saver.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                self.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         except sqlite3.OperationalError as exc:
             raise database_error(self.path, exc) from exc
         return SpaceReport(before, self._file_bytes())

@@ -18,65 +18,34 @@ import ormsgpack
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple, DeltaChannelHistory
-from langgraph.checkpoint.serde import _msgpack as lg_msgpack
 from langgraph.checkpoint.serde import jsonplus
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
-from app.errors import ConfigError
+from app.db import raw
+from app.db.raw import MESSAGE_CHANNELS
+from app.db.unreadable import SHAPE_ERRORS, UnreadableCheckpointError
 
-# What `JsonPlusSerializer.dumps_typed` writes; "pickle" and the legacy "json" reviver never load.
-LOADABLE_TYPES = frozenset({"msgpack", "null", "bytes", "bytearray"})
-# Channels that hold messages: add_messages would turn a stray string or dict there into a message.
-MESSAGE_CHANNELS = frozenset({"messages"})
-# What a decoder, LangGraph's loading code or a mistyped value raises on data of the wrong shape.
-SHAPE_ERRORS = (
-    ValueError,
-    TypeError,
-    KeyError,
-    AttributeError,
-    IndexError,
-    NotImplementedError,
-    RecursionError,
-    OverflowError,
-)
-CONSTRUCTORS = {
-    jsonplus.EXT_CONSTRUCTOR_SINGLE_ARG: lambda cls, args: cls(args),
-    jsonplus.EXT_CONSTRUCTOR_POS_ARGS: lambda cls, args: cls(*args),
-    jsonplus.EXT_CONSTRUCTOR_KW_ARGS: lambda cls, args: cls(**args),
-    jsonplus.EXT_PYDANTIC_V1: lambda cls, args: cls(**args),
-    jsonplus.EXT_PYDANTIC_V2: lambda cls, args: cls(**args),
+__all__ = ["SHAPE_ERRORS", "UnreadableCheckpointError"]  # with the serializer and the checks below
+BUILD = {
+    raw.EXT_CONSTRUCTOR_SINGLE_ARG: lambda cls, args: cls(args),
+    raw.EXT_CONSTRUCTOR_POS_ARGS: lambda cls, args: cls(*args),
+    raw.EXT_CONSTRUCTOR_KW_ARGS: lambda cls, args: cls(**args),
+    raw.EXT_PYDANTIC_V1: lambda cls, args: cls(**args),
+    raw.EXT_PYDANTIC_V2: lambda cls, args: cls(**args),
 }
 
 
-class UnreadableCheckpointError(ValueError):
-    """Raised by every read of the saver when a stored checkpoint or write does not decode, holds a
-    type outside the allowlist, or has the wrong shape; prune leaves its thread alone."""
-
-    def __init__(
-        self, reason: str, thread_id: str | None = None, checkpoint_id: str | None = None
-    ) -> None:
-        super().__init__(reason)
-        self.reason, self.thread_id, self.checkpoint_id = reason, thread_id, checkpoint_id
-
-
-def unreadable(thread_id: str | None, checkpoint: str | None, reason: str) -> ConfigError:
-    """The error the person at the terminal gets for an unreadable checkpoint (exit 3)."""
-    return ConfigError(
-        f"checkpoint {checkpoint or 'head'} of thread {thread_id} is unreadable ({reason[:200]}); "
-        "it was not loaded. Continue in another thread, or restore the database from a backup"
-    )
-
-
 class StrictSerializer(jsonplus.JsonPlusSerializer):
-    """LangGraph's serializer for writing; for reading, only LangGraph's safe types are rebuilt, and
-    a blocked or unbuildable object is an UnreadableCheckpointError, never its raw payload."""
+    """LangGraph's serializer for writing; for reading, only LangGraph's safe types are rebuilt (the
+    allowlist of app/db/raw.py), and a blocked or unbuildable object is an
+    UnreadableCheckpointError, never its raw payload."""
 
     def __init__(self) -> None:
         super().__init__(allowed_msgpack_modules=None)
 
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
         type_, blob = data
-        if type_ not in LOADABLE_TYPES:
+        if type_ not in raw.LOADABLE_TYPES:
             raise UnreadableCheckpointError(f"unsupported serialisation type {str(type_)[:40]!r}")
         if type_ != "msgpack":
             return super().loads_typed(data)
@@ -86,41 +55,27 @@ class StrictSerializer(jsonplus.JsonPlusSerializer):
             try:
                 return _revive(code, payload, hook)
             except Exception as exc:  # ormsgpack replaces it with a bare ValueError: keep the why
-                refusals.append(str(exc) if isinstance(exc, _Refused) else _named(exc))
+                refusals.append(str(exc) if isinstance(exc, raw.Refused) else raw.named(exc))
                 raise
 
         try:
-            return ormsgpack.unpackb(blob, ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS)
+            return ormsgpack.unpackb(blob, ext_hook=hook, option=raw.UNPACK_OPTIONS)
         except SHAPE_ERRORS as exc:
-            raise UnreadableCheckpointError(refusals[0] if refusals else _named(exc)) from None
-
-
-class _Refused(Exception):
-    """An object the allowlist does not let a checkpoint rebuild."""
+            raise UnreadableCheckpointError(refusals[0] if refusals else raw.named(exc)) from None
 
 
 def _revive(code: int, payload: bytes, hook: Any) -> Any:
-    data = ormsgpack.unpackb(payload, ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS)
-    if code == jsonplus.EXT_DELTA_SNAPSHOT:
-        return _DeltaSnapshot(data)
-    if not isinstance(data, list | tuple) or len(data) < 3:
-        raise _Refused(f"a msgpack extension {code} of the wrong shape")
-    module, name, args = data[0], data[1], data[2]
-    if code == jsonplus.EXT_METHOD_SINGLE_ARG and len(data) > 3:
-        if (module, name, data[3]) not in lg_msgpack.SAFE_MSGPACK_METHODS:
-            raise _Refused(f"the call {module}.{name}.{data[3]} is not allowed")
-        return getattr(getattr(importlib.import_module(module), name), data[3])(args)
-    if code not in CONSTRUCTORS:
-        raise _Refused(f"an unknown msgpack extension {code}")
-    if (module, name) not in lg_msgpack.SAFE_MSGPACK_TYPES:
-        raise _Refused(f"the type {str(module)[:60]}.{str(name)[:60]} is not allowed")
-    if (module, name) == ("langgraph.types", "Send"):
-        return jsonplus._send_from_args(args)
-    return CONSTRUCTORS[code](getattr(importlib.import_module(module), name), args)
-
-
-def _named(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"
+    found = raw.stored_object(
+        code, ormsgpack.unpackb(payload, ext_hook=hook, option=raw.UNPACK_OPTIONS)
+    )
+    if isinstance(found, raw.Snapshot):
+        return _DeltaSnapshot(found.value)
+    owner = getattr(importlib.import_module(found.module), found.name)
+    if found.method is not None:
+        return getattr(owner, found.method)(found.args)
+    if (found.module, found.name) == ("langgraph.types", "Send"):
+        return jsonplus._send_from_args(found.args)
+    return BUILD[found.code](owner, found.args)
 
 
 # --- the saver's reads ------------------------------------------------------------------------------
@@ -181,7 +136,9 @@ def _reading(config: RunnableConfig | None, default: str | None = None) -> Itera
         exc.checkpoint_id = exc.checkpoint_id or checkpoint_id or default
         raise
     except SHAPE_ERRORS as exc:
-        raise UnreadableCheckpointError(_named(exc), thread_id, checkpoint_id or default) from exc
+        raise UnreadableCheckpointError(
+            raw.named(exc), thread_id, checkpoint_id or default
+        ) from exc
 
 
 def _checked_tuple(item: CheckpointTuple | None) -> CheckpointTuple | None:

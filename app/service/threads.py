@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from app.db.base import Database
-from app.db.strict import SHAPE_ERRORS, UnreadableCheckpointError, unreadable
+from app.db.unreadable import SHAPE_ERRORS, UnreadableCheckpointError, unreadable
 
 __all__ = ["unreadable"]  # with the services below
 
