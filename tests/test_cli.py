@@ -284,7 +284,7 @@ def test_listing_threads_and_history_load_no_langgraph_or_langchain():
     machinery or LangChain would triple their start-up from the shell."""
     assert run_cli("chat", "-t", "listed", "-m", "what is 6 times 7").returncode == 0
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    for command in (["threads", "list"], ["--help"]):
+    for command in (["threads", "list"], ["--help"], ["history", "-t", "listed"]):
         result = subprocess.run(
             [sys.executable, "-c", LOADED_AFTER, *command], capture_output=True, env=env
         )

@@ -6,7 +6,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 from app.db.compressed import CompressedSerializer
 from app.db.location import DatabaseLocation
@@ -71,6 +71,16 @@ class Health:
 DeltaChannels = tuple[frozenset[str], frozenset[str]]
 
 
+class StoredWrite(NamedTuple):
+    """One write stored under a checkpoint, its value decoded as data (app/db/raw.py)."""
+
+    task_path: str
+    task_id: str
+    idx: int
+    channel: str
+    value: Any
+
+
 class Database(ABC):
     """One open checkpoint database. `saver` is LangGraph's; the methods are Waypoint's own SQL.
     Only the root namespace (checkpoint_ns = '') is read, except where a method says otherwise."""
@@ -125,6 +135,20 @@ class Database(ABC):
     ) -> Callable[[str], DeltaChannels]:
         """A function giving, per checkpoint id, which of `channels` it versions and which it
         stores a value of (where LangGraph's delta walk stops). May raise
+        UnreadableCheckpointError."""
+
+    @abstractmethod
+    def stored_checkpoints(self, thread_id: str, checkpoint_ids: Collection[str]) -> dict[str, Any]:
+        """These checkpoints as stored, by id, their blobs decoded as data (app/db/raw.py: nothing
+        is built, the allowlist applies): channel values (every one the saver would load),
+        versions and versions seen. May raise UnreadableCheckpointError."""
+
+    @abstractmethod
+    def stored_writes(
+        self, thread_id: str, checkpoint_ids: Collection[str], channel: str | None = None
+    ) -> dict[str, list[StoredWrite]]:
+        """The writes stored under these checkpoints (to `channel`, or all), decoded as data, each
+        checkpoint's in the order LangGraph replays them (task path, task id, index). May raise
         UnreadableCheckpointError."""
 
     @abstractmethod

@@ -8,6 +8,7 @@ tool calls, and importing LangChain to build messages would cost them most of th
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,3 +117,87 @@ def decode(type_: str, blob: bytes) -> Any:
 
 def named(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
+
+
+# --- the shape of what was read ---------------------------------------------------------------------
+
+
+def is_stored_message(value: Any) -> bool:
+    """A message as stored: an allowlisted LangChain message class (every one is a BaseMessage)
+    with its fields, whose content is text or a list of blocks."""
+    return (
+        isinstance(value, Stored)
+        and value.method is None
+        and str(value.module).startswith("langchain_core.messages.")
+        and isinstance(value.args, dict)
+        and isinstance(value.args.get("content"), str | list)
+    )
+
+
+@dataclass(frozen=True)
+class Shapes:
+    """The checks every read applies to a checkpoint and its writes, for built objects (the strict
+    serializer's, app/db/strict.py) or stored ones (`STORED`): what a message and a snapshot are."""
+
+    is_message: Callable[[Any], bool]
+    snapshot: type
+
+    def checkpoint(self, checkpoint: Any) -> None:
+        require(isinstance(checkpoint, dict), "it is not a checkpoint")
+        require(isinstance(checkpoint.get("id"), str), "it has no id")
+        for key in ("channel_values", "channel_versions", "versions_seen"):
+            require(isinstance(checkpoint.get(key), dict), f"its {key} is not a mapping")
+        require(
+            all(is_version(v) for v in checkpoint["channel_versions"].values()),
+            "its channel versions are not versions",
+        )
+        require(
+            all(
+                isinstance(seen, dict) and all(is_version(v) for v in seen.values())
+                for seen in checkpoint["versions_seen"].values()
+            ),
+            "its versions seen are not versions",
+        )
+        updated = checkpoint.get("updated_channels")
+        require(
+            updated is None
+            or (isinstance(updated, list) and all(isinstance(c, str) for c in updated)),
+            "its updated channels are not names",
+        )
+        for channel in MESSAGE_CHANNELS & checkpoint["channel_values"].keys():
+            self.messages(checkpoint["channel_values"][channel], f"the stored {channel}")
+
+    def write(self, write: Any) -> None:
+        """A pending write: (task id, channel, value)."""
+        require(
+            isinstance(write, tuple | list)
+            and len(write) == 3
+            and isinstance(write[0], str)
+            and isinstance(write[1], str),
+            "a pending write is not a write",
+        )
+        if write[1] in MESSAGE_CHANNELS:
+            self.messages(write[2], f"a write to {write[1]}")
+
+    def messages(self, value: Any, what: str) -> None:
+        if isinstance(value, self.snapshot):
+            value = value.value
+        for item in value if isinstance(value, list | tuple) else [value]:
+            require(self.is_message(item), f"{what} holds a {type(item).__name__}, not a message")
+
+
+STORED = Shapes(is_stored_message, Snapshot)
+
+
+def is_version(value: Any) -> bool:
+    """A channel version: a number, or the savers' "<number>.<random>" string (they parse the
+    number to make the next version)."""
+    if isinstance(value, str):
+        number = value.split(".", 1)[0]
+        return number.isascii() and number.isdigit()
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def require(condition: bool, reason: str) -> None:
+    if not condition:
+        raise UnreadableCheckpointError(reason)

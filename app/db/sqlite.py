@@ -11,7 +11,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from app.db.base import CheckpointRecord as Record
 from app.db.base import (
@@ -20,11 +20,13 @@ from app.db.base import (
     Health,
     Removal,
     SpaceReport,
+    StoredWrite,
     ThreadRow,
     UnreadableCheckpointError,
     checkpoint_serializer,
 )
 from app.db.location import DatabaseLocation
+from app.db.raw import decode
 from app.db.sqlite_lock import dead_writer, lock_dir
 from app.db.unreadable import SHAPE_ERRORS
 from app.errors import ConfigError
@@ -327,6 +329,33 @@ class SqliteDatabase(Database):
 
         return read
 
+    def stored_checkpoints(self, thread_id: str, checkpoint_ids: Collection[str]) -> dict[str, Any]:
+        found = {}
+        for ids in chunks(checkpoint_ids):
+            sql = f"SELECT checkpoint_id, type, checkpoint FROM checkpoints WHERE {ROOT} AND checkpoint_id IN ({marks(ids)})"
+            for checkpoint_id, type_, blob in self._rows(sql, (thread_id, *ids)):
+                found[checkpoint_id] = _decoded(thread_id, checkpoint_id, type_, blob)
+        return found
+
+    def stored_writes(
+        self, thread_id: str, checkpoint_ids: Collection[str], channel: str | None = None
+    ) -> dict[str, list[StoredWrite]]:
+        found: dict[str, list[StoredWrite]] = {}
+        for ids in chunks(checkpoint_ids):
+            sql = (
+                "SELECT checkpoint_id, task_path, task_id, idx, channel, type, value FROM writes "
+                f"WHERE {ROOT} AND checkpoint_id IN ({marks(ids)})"
+                + (" AND channel = ?" if channel is not None else "")
+                + " ORDER BY checkpoint_id, task_path, task_id, idx"
+            )
+            params = (thread_id, *ids, *([channel] if channel is not None else []))
+            for checkpoint_id, path, task, idx, name, type_, blob in self._rows(sql, params):
+                value = _decoded(thread_id, checkpoint_id, type_, blob)
+                found.setdefault(checkpoint_id, []).append(
+                    StoredWrite(path, task, idx, name, value)
+                )
+        return found
+
     def health(self) -> Health:
         try:
             verdict = self._rows("PRAGMA quick_check")[0][0]
@@ -405,6 +434,25 @@ class SqliteDatabase(Database):
     def _file_bytes(self) -> int:
         paths = (self.path, self.path.with_name(self.path.name + "-wal"))
         return sum(path.stat().st_size for path in paths if path.exists())
+
+
+def _decoded(thread_id: str, checkpoint_id: str, type_: str, blob: bytes) -> Any:
+    try:
+        return decode(type_, blob)
+    except UnreadableCheckpointError as exc:
+        exc.thread_id, exc.checkpoint_id = thread_id, checkpoint_id
+        raise
+
+
+def chunks(ids: Collection[str], size: int = 500) -> Iterator[list[str]]:
+    """The ids in groups SQLite takes as parameters of one statement."""
+    ordered = list(ids)
+    for start in range(0, len(ordered), size):
+        yield ordered[start : start + size]
+
+
+def marks(ids: list[str]) -> str:
+    return ", ".join("?" * len(ids))
 
 
 def _json_object(text: str | None) -> dict:

@@ -119,9 +119,9 @@ class CheckedReads:
             for channel, entry in history.items():
                 if channel in MESSAGE_CHANNELS:
                     if "seed" in entry:
-                        _require_messages(entry["seed"], f"the stored {channel}")
+                        BUILT.messages(entry["seed"], f"the stored {channel}")
                     for write in entry["writes"]:
-                        _require_messages(write[2], f"a write to {channel}")
+                        BUILT.messages(write[2], f"a write to {channel}")
             return history
 
 
@@ -141,65 +141,14 @@ def _reading(config: RunnableConfig | None, default: str | None = None) -> Itera
         ) from exc
 
 
+BUILT = raw.Shapes(lambda m: isinstance(m, BaseMessage), _DeltaSnapshot)
+
+
 def _checked_tuple(item: CheckpointTuple | None) -> CheckpointTuple | None:
     if item is None:
         return None
-    checkpoint = item.checkpoint
-    _require(isinstance(checkpoint, dict), "it is not a checkpoint")
-    _require(isinstance(checkpoint.get("id"), str), "it has no id")
-    for key in ("channel_values", "channel_versions", "versions_seen"):
-        _require(isinstance(checkpoint.get(key), dict), f"its {key} is not a mapping")
-    _require(
-        all(_is_version(v) for v in checkpoint["channel_versions"].values()),
-        "its channel versions are not versions",
-    )
-    _require(
-        all(
-            isinstance(seen, dict) and all(_is_version(v) for v in seen.values())
-            for seen in checkpoint["versions_seen"].values()
-        ),
-        "its versions seen are not versions",
-    )
-    updated = checkpoint.get("updated_channels")
-    _require(
-        updated is None or (isinstance(updated, list) and all(isinstance(c, str) for c in updated)),
-        "its updated channels are not names",
-    )
-    for channel in MESSAGE_CHANNELS & checkpoint["channel_values"].keys():
-        _require_messages(checkpoint["channel_values"][channel], f"the stored {channel}")
-    _require(isinstance(item.metadata, dict), "its metadata is not a mapping")
+    BUILT.checkpoint(item.checkpoint)
+    raw.require(isinstance(item.metadata, dict), "its metadata is not a mapping")
     for write in item.pending_writes or []:
-        _require(
-            isinstance(write, tuple | list)
-            and len(write) == 3
-            and isinstance(write[0], str)
-            and isinstance(write[1], str),
-            "a pending write is not a write",
-        )
-        if write[1] in MESSAGE_CHANNELS:
-            _require_messages(write[2], f"a write to {write[1]}")
+        BUILT.write(write)
     return item
-
-
-def _require_messages(value: Any, what: str) -> None:
-    if isinstance(value, _DeltaSnapshot):
-        value = value.value
-    items = value if isinstance(value, list | tuple) else [value]
-    for item in items:
-        _require(
-            isinstance(item, BaseMessage), f"{what} holds a {type(item).__name__}, not a message"
-        )
-
-
-def _is_version(value: Any) -> bool:
-    """A channel version: a number, or the savers' "<number>.<random>" string (they parse the
-    number to make the next version)."""
-    if isinstance(value, str):
-        number = value.split(".", 1)[0]
-        return number.isascii() and number.isdigit()
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _require(condition: bool, reason: str) -> None:
-    if not condition:
-        raise UnreadableCheckpointError(reason)
