@@ -200,3 +200,20 @@ def test_an_unreadable_head_is_an_error_not_a_partial_listing(database: str):
     result = run_cli("history", "-t", "v")
     assert result.returncode == 3
     assert f"checkpoint {head} of thread v is unreadable" in result.stderr.decode()
+
+
+def test_the_decoder_knows_langgraphs_extension_codes():
+    from langgraph.checkpoint.serde import jsonplus
+
+    from app.db import raw
+
+    for name in (
+        "EXT_CONSTRUCTOR_SINGLE_ARG",
+        "EXT_CONSTRUCTOR_POS_ARGS",
+        "EXT_CONSTRUCTOR_KW_ARGS",
+        "EXT_METHOD_SINGLE_ARG",
+        "EXT_PYDANTIC_V1",
+        "EXT_PYDANTIC_V2",
+        "EXT_DELTA_SNAPSHOT",
+    ):
+        assert getattr(raw, name) == getattr(jsonplus, name), name
