@@ -292,6 +292,26 @@ def test_listing_threads_and_history_load_no_langgraph_or_langchain():
         assert result.stdout.decode().splitlines()[-1] == "", (command, result.stdout.decode())
 
 
+ONE_SHOT_LOADS = """
+import sys
+from app.__main__ import run
+assert run(sys.argv[1:]) == 0
+print(",".join(m for m in ("numpy", "langchain_openai", "mcp", "prompt_toolkit") if m in sys.modules))
+"""
+
+
+def test_a_one_shot_turn_loads_only_what_the_turn_needs():
+    """No numpy (which LangGraph's SqliteStore would load through sqlite_vec, for vector search the
+    memory does not use), no OpenAI client for the offline model, no MCP, no REPL."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    command = ["chat", "--model", "offline", "-t", "one", "-m", "what is 6 times 7"]
+    result = subprocess.run(
+        [sys.executable, "-c", ONE_SHOT_LOADS, *command], capture_output=True, env=env
+    )
+    assert result.returncode == 0, result.stderr.decode()
+    assert result.stdout.decode().splitlines()[-1] == "", result.stdout.decode()
+
+
 WITHOUT_MODULE = """
 import sys
 sys.modules[sys.argv[1]] = None  # as if the extra that provides it were not installed
