@@ -10,8 +10,11 @@ no caller ever sees it.
 from __future__ import annotations
 
 import contextlib
+import copy
 import importlib
-from collections.abc import Iterator, Mapping, Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import ormsgpack
@@ -64,12 +67,44 @@ class StrictSerializer(jsonplus.JsonPlusSerializer):
             raise UnreadableCheckpointError(refusals[0] if refusals else raw.named(exc)) from None
 
 
+class Snapshots:
+    """The values of the DeltaChannel snapshots read last, by their stored bytes.
+
+    Every run of a turn loads the thread: the messages of its latest snapshot (LangGraph stores one
+    every 100 message writes) and the writes since. Decoding the snapshot means building every
+    message of the conversation again, the one cost of a turn that grows with the thread; the
+    same bytes decode to the same messages, so they are decoded (and checked) once. A changed blob
+    is other bytes, decoded afresh; every load gets its own list (messages are never changed in
+    place: a changed message is a new one with the same id)."""
+
+    def __init__(self, size: int = 8) -> None:
+        self.size = size
+        self._values: OrderedDict[bytes, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def value(self, payload: bytes, decode: Callable[[], Any]) -> Any:
+        with self._lock:
+            if payload in self._values:
+                self._values.move_to_end(payload)
+                return copy.copy(self._values[payload])
+        value = decode()
+        with self._lock:
+            self._values[payload] = value
+            while len(self._values) > self.size:
+                self._values.popitem(last=False)
+        return copy.copy(value)
+
+
+SNAPSHOTS = Snapshots()
+
+
 def _revive(code: int, payload: bytes, hook: Any) -> Any:
-    found = raw.stored_object(
-        code, ormsgpack.unpackb(payload, ext_hook=hook, option=raw.UNPACK_OPTIONS)
-    )
-    if isinstance(found, raw.Snapshot):
-        return _DeltaSnapshot(found.value)
+    def unpacked() -> Any:
+        return ormsgpack.unpackb(payload, ext_hook=hook, option=raw.UNPACK_OPTIONS)
+
+    if code == raw.EXT_DELTA_SNAPSHOT:
+        return _DeltaSnapshot(SNAPSHOTS.value(bytes(payload), unpacked))
+    found = raw.stored_object(code, unpacked())
     owner = getattr(importlib.import_module(found.module), found.name)
     if found.method is not None:
         return getattr(owner, found.method)(found.args)

@@ -248,9 +248,11 @@ class MemoryStore:
             self.index.delete([_rowid(kind, label, key) for key in keys])
         return len(existing)
 
-    def prune(self, kind: Kind, user: str, keep: int) -> int:
-        """Delete all but the ``keep`` newest items; returns how many were deleted."""
-        if self.count(kind, user) <= keep:
+    def prune(self, kind: Kind, user: str, keep: int, slack: int = 0) -> int:
+        """Delete all but the ``keep`` newest items once there are more than ``keep + slack``
+        (listing every item costs as much as there are: with a slack, a writer after every turn
+        pays it once every ``slack`` turns); returns how many were deleted."""
+        if self.count(kind, user) <= keep + slack:
             return 0
         return self.delete(kind, user, [item.key for item in self.list(user, kind=kind)[keep:]])
 
