@@ -29,7 +29,7 @@ from app.service.head import HeadCache
 from app.service.recovery import pending_approval, repair_interrupted, turn_metadata
 from app.service.replay import ReplayConfirm, nothing_to_rerun, replay_from
 from app.service.run import ThreadGraph, TurnInterrupted, TurnResult, TurnRun
-from app.service.threads import load_state, thread_config
+from app.service.threads import load_state, strategy_graph, thread_config
 from app.store import validate_thread_id
 from graphs.shared.messages import dangling_tool_calls, new_message_id
 from graphs.state import AgentContext
@@ -86,7 +86,7 @@ class ChatSession:
             if strategy and stored and strategy != stored
             else ""
         )
-        self.graph = self.strategy.build(saver)
+        self.graph = strategy_graph(self.strategy.name, saver)
         self.head = HeadCache(self.graph, self.thread_id)
         # Set from another thread (the HTTP server's cancel route) to stop the running turn the
         # way Ctrl-C does, once the step in progress has finished.
