@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 from prompt_toolkit import PromptSession
 from prompt_toolkit.history import FileHistory
 from prompt_toolkit.key_binding import KeyBindings
 from rich.console import Console
 
 from app.cli.approval_ui import ask_approval
-from app.cli.render import ConsoleRenderer
+from app.cli.repl_start import glance, in_background
 from app.config import Settings
 from app.errors import AppError, UsageError
-from app.models.offline import OFFLINE_NOTICE
-from app.service.runtime import Runtime, open_runtime
-from app.service.session import Approver, ChatSession, TurnInterrupted, new_thread_id
+from app.models.notice import OFFLINE_NOTICE
+
+if TYPE_CHECKING:  # the run's machinery loads in the background while the prompt is up
+    from app.cli.render import ConsoleRenderer
+    from app.service.runtime import Runtime
+    from app.service.session import Approver, ChatSession
 
 HELP = """\
 Type a message and press Enter. Esc then Enter inserts a newline.
@@ -57,32 +64,64 @@ def run_repl(
         history=FileHistory(str(settings.chat_history_file)), key_bindings=_key_bindings()
     )
     settings = settings.model_copy(update={"approve": settings.approve or "ask"})
-    with open_runtime(settings) as runtime:
-        repl = Repl(
-            runtime,
-            runtime.session(thread_id),
-            out,
-            err,
-            show_updates=show_updates,
-            debug=debug,
-        )
-        repl.approver = lambda calls: ask_approval(
-            calls, lambda question, default: prompt.prompt(question, default=default), err
-        )
-        repl.banner()
-        repl.offer_to_finish_interrupted(prompt)
-        while True:
-            try:
-                text = prompt.prompt(f"{repl.session.thread_id}> ")
-            except KeyboardInterrupt:
-                continue
-            except EOFError:
-                return
-            command = text.strip()
-            if command in {"/exit", "/quit"}:
-                return
-            if command:
-                repl.handle(command, text)
+    with contextlib.ExitStack() as opened:
+
+        def set_up() -> Repl:
+            from app.service.runtime import open_runtime
+
+            runtime = opened.enter_context(open_runtime(settings))
+            repl = Repl(
+                runtime,
+                runtime.session(thread_id),
+                out,
+                err,
+                show_updates=show_updates,
+                debug=debug,
+            )
+            repl.approver = lambda calls: ask_approval(
+                calls, lambda question, default: prompt.prompt(question, default=default), err
+            )
+            return repl
+
+        quick = glance(settings, thread_id)
+        if quick is None:  # the thread needs an answer first: set up before the prompt
+            repl = set_up()
+            repl.banner()
+            repl.offer_to_finish_interrupted(prompt)
+            ready = lambda: repl  # noqa: E731
+        else:
+            print_banner(err, thread_id, quick.turns, settings)
+            ready = in_background(set_up)
+        try:
+            _loop(prompt, ready, thread_id)
+        finally:
+            ready()  # what the set-up opens is closed only once it has finished
+
+
+def _loop(prompt: PromptSession, ready: Callable[[], Repl], thread_id: str) -> None:
+    while True:
+        try:
+            text = prompt.prompt(f"{thread_id}> ")
+        except KeyboardInterrupt:
+            continue
+        except EOFError:
+            return
+        command = text.strip()
+        if command in {"/exit", "/quit"}:
+            return
+        if command:
+            repl = ready()
+            repl.handle(command, text)
+            thread_id = repl.session.thread_id
+
+
+def print_banner(err: Console, thread_id: str, turns: int, settings: Settings) -> None:
+    resumed = f"{turns} earlier turn(s)" if turns else "new thread"
+    err.print(
+        f"[bold]Waypoint[/bold] · thread [cyan]{thread_id}[/cyan] ({resumed}) · "
+        f"db {settings.database.label}"
+    )
+    err.print(f"[dim]model: {model_notice(settings.model_spec)} · /help for commands[/dim]")
 
 
 class Repl:
@@ -105,18 +144,12 @@ class Repl:
         self.approver: Approver | None = None
 
     def renderer(self) -> ConsoleRenderer:
+        from app.cli.render import ConsoleRenderer
+
         return ConsoleRenderer(self.out, self.err, show_updates=self.show_updates, debug=self.debug)
 
     def banner(self) -> None:
-        turns = self.session.turns()
-        resumed = f"{turns} earlier turn(s)" if turns else "new thread"
-        self.err.print(
-            f"[bold]Waypoint[/bold] · thread [cyan]{self.session.thread_id}[/cyan] ({resumed}) · "
-            f"db {self.settings.database.label}"
-        )
-        self.err.print(
-            f"[dim]model: {model_notice(self.settings.model_spec)} · /help for commands[/dim]"
-        )
+        print_banner(self.err, self.session.thread_id, self.session.turns(), self.settings)
 
     def offer_to_finish_interrupted(self, prompt: PromptSession) -> None:
         """A thread whose last run was killed is never silently abandoned: resume it or discard it.
@@ -168,6 +201,8 @@ class Repl:
         self._guarded(action)
 
     def _guarded(self, action) -> None:  # type: ignore[no-untyped-def]
+        from app.service.session import TurnInterrupted
+
         try:
             action()
         except TurnInterrupted as exc:
@@ -189,6 +224,8 @@ class Repl:
         self.out.print(threads_table(list_threads(self.runtime.database)))
 
     def _new(self) -> None:
+        from app.store import new_thread_id
+
         self.session = self.runtime.session(new_thread_id())
         self.err.print(f"new thread [cyan]{self.session.thread_id}[/cyan]")
 

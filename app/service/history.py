@@ -166,19 +166,7 @@ class StoredStates:
         return fields | {MESSAGES: self.messages[checkpoint_id]}
 
     def next_nodes(self, checkpoint_id: str) -> list[str]:
-        """The nodes that would run next from the checkpoint (`StateSnapshot.next` of a past one):
-        those whose trigger channel holds a version newer than the node has seen."""
-        checkpoint = self.checkpoints[checkpoint_id]
-        versions, seen = checkpoint["channel_versions"], checkpoint["versions_seen"]
-        null = next((type(v)() for v in versions.values()), 0)
-        waiting = []
-        for channel in checkpoint["channel_values"]:
-            node = START if channel == START else channel.removeprefix(TRIGGER)
-            if node == channel and channel != START:
-                continue
-            if node not in seen or versions.get(channel, null) > seen[node].get(channel, null):
-                waiting.append(node)
-        return waiting
+        return next_nodes(self.checkpoints[checkpoint_id])
 
     def check_head(self, head: str) -> None:
         """As loading the head checks it: every pending write decodes and has the right shape,
@@ -194,6 +182,21 @@ class StoredStates:
         reason = field_types.unreadable_reason(live, is_message=raw.is_stored_message)
         if reason:
             raise unreadable(self.thread_id, head, reason)
+
+
+def next_nodes(checkpoint: dict) -> list[str]:
+    """The nodes that would run next from a stored checkpoint (`StateSnapshot.next` of a past
+    one): those whose trigger channel holds a version newer than the node has seen."""
+    versions, seen = checkpoint["channel_versions"], checkpoint["versions_seen"]
+    null = next((type(v)() for v in versions.values()), 0)
+    waiting = []
+    for channel in checkpoint["channel_values"]:
+        node = START if channel == START else channel.removeprefix(TRIGGER)
+        if node == channel and channel != START:
+            continue
+        if node not in seen or versions.get(channel, null) > seen[node].get(channel, null):
+            waiting.append(node)
+    return waiting
 
 
 def stored_list(value: Any) -> list:
