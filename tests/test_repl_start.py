@@ -15,7 +15,8 @@ from tests.conftest import REPO
 PROMPT = "demo>"
 
 
-def test_the_prompt_comes_before_the_set_up_and_the_first_message_waits_for_it(isolated: Path):
+def held_repl(isolated: Path) -> tuple[pexpect.spawn, Path]:
+    """`chat --thread demo` at its prompt, its set-up held until the FIFO returned is opened."""
     release = isolated / "release"
     os.mkfifo(release)
     env = {**os.environ, "PYTHONPATH": str(REPO), "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "dumb"}
@@ -29,10 +30,19 @@ def test_the_prompt_comes_before_the_set_up_and_the_first_message_waits_for_it(i
         dimensions=(50, 160),
     )
     child.expect(PROMPT)  # drawn while the set-up is held
+    return child, release
+
+
+def let_go(release: Path) -> None:
+    with open(release, "wb"):  # the held import goes on once its FIFO has a writer
+        pass
+
+
+def test_the_prompt_comes_before_the_set_up_and_the_first_message_waits_for_it(isolated: Path):
+    child, release = held_repl(isolated)
     assert "new thread" in child.before and "not a language model" in child.before
     child.sendline("what is 6 times 7")
-    with open(release, "wb"):  # the set-up goes on; the message was waiting for it
-        pass
+    let_go(release)
     child.expect(r"6 \* 7 = 42")
     child.expect(PROMPT)
     child.sendline("/exit")
@@ -42,17 +52,9 @@ def test_the_prompt_comes_before_the_set_up_and_the_first_message_waits_for_it(i
 
 
 def test_leaving_before_the_set_up_has_finished_closes_it_cleanly(isolated: Path):
-    release = isolated / "release"
-    os.mkfifo(release)
-    env = {**os.environ, "PYTHONPATH": str(REPO), "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "dumb"}
-    args = ["-m", "tests.scripts.hold_at_import", "app.service.runtime", str(release)]
-    child = pexpect.spawn(
-        sys.executable, [*args, "chat", "--thread", "demo"], env=env, encoding="utf-8", timeout=60
-    )
-    child.expect(PROMPT)
+    child, release = held_repl(isolated)
     child.sendline("/exit")
-    with open(release, "wb"):
-        pass
+    let_go(release)
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0
