@@ -5,12 +5,13 @@ A real pseudo-terminal; the set-up is held at its first import of the runtime un
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
 import pexpect
 
-from tests.conftest import REPO
+from tests.conftest import REPO, run_cli
 
 PROMPT = "demo>"
 
@@ -53,6 +54,19 @@ def test_the_prompt_comes_before_the_set_up_and_the_first_message_waits_for_it(i
 
 def test_leaving_before_the_set_up_has_finished_closes_it_cleanly(isolated: Path):
     child, release = held_repl(isolated)
+    child.sendline("/exit")
+    let_go(release)
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+
+
+def test_a_thread_with_turns_shows_its_recap_before_the_set_up(isolated: Path):
+    assert run_cli("chat", "-t", "demo", "-m", "my name is Ada").returncode == 0
+    child, release = held_repl(isolated)
+    assert "thread demo (1 earlier turn)" in child.before
+    assert re.search(r"you\s+my name is Ada", child.before)
+    assert re.search(r"agent\s+Nice to meet you, Ada!", child.before)
     child.sendline("/exit")
     let_go(release)
     child.expect(pexpect.EOF)
