@@ -42,7 +42,7 @@ def _run(argv: list[str], prog_name: str | None) -> int:
 
     invocation = Invocation()  # this run's consoles and --debug, handed to every command
     err = invocation.err
-    command = get_command(app)
+    command = _command(app, get_command)
     try:
         # Not `app(...)`: typer turns a KeyboardInterrupt into a silent exit 130.
         prog = prog_name or _detect_program_name()
@@ -73,6 +73,18 @@ def _run(argv: list[str], prog_name: str | None) -> int:
         )
         code = ExitStatus.RUN_FAILED
     return int(code or 0)
+
+
+_COMMANDS: dict[int, object] = {}
+
+
+def _command(app, get_command):  # type: ignore[no-untyped-def]
+    """The click command typer builds from `app`, once per process: building it reads the type
+    hints of every command's parameters (~12 ms), and a process may run many commands (the soak's
+    workers, the tests)."""
+    if id(app) not in _COMMANDS:
+        _COMMANDS[id(app)] = get_command(app)
+    return _COMMANDS[id(app)]
 
 
 def leave(code: int) -> None:

@@ -5,15 +5,24 @@ from __future__ import annotations
 
 import contextlib
 import re
+import uuid
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
-
-from langgraph.checkpoint.base import BaseCheckpointSaver
+from typing import TYPE_CHECKING
 
 from app.db import DbRef, open_database
 from app.errors import UsageError
 
+if TYPE_CHECKING:
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+
 THREAD_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+
+
+def new_thread_id() -> str:
+    """A fresh thread id: the time it was made and a random suffix."""
+    return f"{datetime.now():%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:4]}"
 
 
 def validate_thread_id(thread_id: str) -> str:

@@ -22,7 +22,7 @@ FULL = {
     "turns": (10, 100, 1000),
     "threads": 1000,
     "repeats": 5,
-    "processes": 4,
+    "processes": (4, 8),
     "concurrent_turns": 100,
     "soak_processes": (1, 2, 4, 8),
     "soak_turns": 25,
@@ -31,9 +31,9 @@ QUICK = {
     "turns": (10, 30),
     "threads": 30,
     "repeats": 1,
-    "processes": 4,
-    "concurrent_turns": 6,
-    "soak_processes": (1, 2, 4),
+    "processes": (4, 8),
+    "concurrent_turns": 12,
+    "soak_processes": (1, 4, 8),
     "soak_turns": 6,
 }
 # The smallest run that still goes through every workload: the test suite checks the report with it.
@@ -41,7 +41,7 @@ SMOKE = {
     "turns": (3, 5),
     "threads": 3,
     "repeats": 1,
-    "processes": 2,
+    "processes": (2,),
     "concurrent_turns": 2,
     "soak_processes": (1, 2),
     "soak_turns": 2,
@@ -166,13 +166,18 @@ def run(sizes: dict, workdir: Path, results: Results, log: Callable[[str], None]
     raw["cold_start"] = workloads.cold_start(workdir, sizes["repeats"])
     results.figures += report.cold_start_figures(raw["cold_start"])
     results.save()
-    log(f"{sizes['processes']} processes on one database …")
-    raw["concurrent"] = workloads.concurrent(workdir, sizes["processes"], sizes["concurrent_turns"])
-    results.figures += report.concurrent_figures(raw["concurrent"])
-    results.save()
+    raw["concurrent"] = {}
+    for processes in sizes["processes"]:
+        log(f"{processes} processes on one database …")
+        found = workloads.concurrent(workdir, processes, sizes["concurrent_turns"])
+        raw["concurrent"][processes] = found
+        results.figures += report.concurrent_figures(found)
+        results.save()
     log(f"concurrency soak: {sizes['soak_turns']} `chat -m` turns per process …")
     raw["soak"] = workloads.soak_runs(workdir, sizes["soak_processes"], sizes["soak_turns"])
+    results.figures += report.soak_figures(raw["soak"])
     results.targets = report.targets(raw["threads"], raw["listings"], raw["cold_start"])
+    results.targets += report.concurrent_targets(raw["concurrent"])
     results.targets += report.soak_targets(raw["soak"])
 
 
@@ -207,17 +212,23 @@ def main(argv: list[str] | None = None) -> int:
         f"nproc {info['nproc']}; ratio = Waypoint / baseline; * = worse than the baseline"
     )
     print(report.table(results.figures))
-    concurrent = results.raw["concurrent"]
-    print(
-        f"\nerrors with {concurrent['processes']} processes: "
-        f"Waypoint {concurrent['waypoint']['errors']}, baseline {concurrent['baseline']['errors']}"
-    )
+    for processes, concurrent in results.raw["concurrent"].items():
+        print(
+            f"\n{processes} processes: errors Waypoint {concurrent['waypoint']['errors']}, "
+            f"baseline {concurrent['baseline']['errors']}; integrity "
+            f"{concurrent['waypoint']['integrity']} / {concurrent['baseline']['integrity']}"
+        )
     print(
         "\nconcurrency soak (`chat -m` turns; half on one shared thread, half on each process's own):"
     )
     print(report.soak_table(results.raw["soak"]))
-    floor = results.raw["cold_start"]["interpreter_s"]
-    print(f"cold start floor (python -c pass): {floor:.2f} s")
+    cold = results.raw["cold_start"]
+    print(f"cold start floor (python -c pass): {cold['interpreter_s']:.2f} s")
+    print(
+        f"LangGraph stack import floor ({workloads.STACK_IMPORTS}): {cold['stack_import_s']:.2f} s"
+        f" = {cold['stack_import_s'] / cold['one_shot_total_s']['baseline']:.2f}x the baseline's "
+        "one-shot turn"
+    )
     print("\ntargets" + ("" if preset == "full" else f" ({preset} sizes)") + ":")
     print(report.targets_table(results.targets))
     print(f"\n{info['command']}: {info['duration_s']:.0f} s")

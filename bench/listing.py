@@ -32,16 +32,11 @@ def waypoint_threads(db_path: Path) -> list[Any]:
 def waypoint_history(db_path: Path, thread_id: str) -> list[Any]:
     from app.config import load_settings
     from app.db import open_database
-    from app.service.threads import load_state
-    from app.service.timetravel import CheckpointIndex, turn_history
-    from graphs.react.graph import build_graph
+    from app.service.api import history
 
     settings = load_settings(db=db_path)
     with open_database(settings.db, settings.busy_timeout) as database:
-        index = CheckpointIndex(database, thread_id)
-        graph = build_graph(database.saver)
-        load_state(graph, thread_id)
-        return turn_history(graph, index, FIRST_PAGE)
+        return history(database, thread_id, FIRST_PAGE).turns
 
 
 def baseline_threads(db_path: Path) -> list[dict]:

@@ -190,20 +190,30 @@ def listings(threads: int, long_dbs: dict[str, Path], workdir: Path, repeats: in
     }
     for case, (waypoint, baseline) in cli.items():
         results[case] = {
-            "waypoint": median_time(partial(_run, waypoint, workdir), repeats),
-            "baseline": median_time(partial(_run, baseline, workdir), repeats),
+            "waypoint": median_time(partial(_run, warmed(waypoint, workdir), workdir), repeats),
+            "baseline": median_time(partial(_run, warmed(baseline, workdir), workdir), repeats),
         }
     return results
 
 
 def clean_env() -> dict[str, str]:
-    """The environment for subprocesses: no model credentials or APP_* settings, the repo importable."""
+    """The environment for subprocesses: no model credentials or APP_* settings, the repo importable,
+    and Python's bytecode cache on (as for an installed program: a machine that sets
+    PYTHONDONTWRITEBYTECODE would make every process compile every module of the repository again,
+    which weighs on whichever program has more modules of its own)."""
     env = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith(("APP_", "OPENAI_")) and k != "PYTHONPATH"
+        if not k.startswith(("APP_", "OPENAI_"))
+        and k not in ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE")
     }
     return env | {"PYTHONPATH": str(REPO), "NO_COLOR": "1", "COLUMNS": "120"}
+
+
+def warmed(command: list[str], cwd: Path) -> list[str]:
+    """Run `command` once untimed (its modules' bytecode is written then), and give it back."""
+    _run(command, cwd)
+    return command
 
 
 def _run(command: list[str], cwd: Path) -> float:
@@ -235,23 +245,36 @@ def first_token(command: list[str], cwd: Path) -> tuple[float, float]:
     return first, total
 
 
+# Any program that runs a LangGraph graph on SQLite imports at least this much.
+STACK_IMPORTS = (
+    "import langgraph.graph, langgraph.checkpoint.sqlite, langchain_core.language_models"
+)
+
+
 def cold_start(workdir: Path, repeats: int) -> dict:
     python = sys.executable
     helps = {
-        "waypoint": [python, "-m", "app", "--help"],
-        "baseline": [python, "-m", "bench.baseline_cli", "--help"],
+        "waypoint": warmed([python, "-m", "app", "--help"], workdir),
+        "baseline": warmed([python, "-m", "bench.baseline_cli", "--help"], workdir),
     }
+    floor = warmed([python, "-c", STACK_IMPORTS], workdir)
     results: dict = {
         "interpreter_s": median([_run([python, "-c", "pass"], workdir) for _ in range(repeats)]),
+        "stack_import_s": median([_run(floor, workdir) for _ in range(repeats)]),
         "help_s": {},
         "first_token_s": {},
         "one_shot_total_s": {},
     }
     for name, command in helps.items():
         results["help_s"][name] = median([_run(command, workdir) for _ in range(repeats)])
+    results["repl_prompt_s"] = median(
+        [repl_prompt(workdir / f"repl-{i}" / "agent.sqlite", workdir) for i in range(repeats + 1)][
+            1:
+        ]
+    )
     for name in ("waypoint", "baseline"):
         firsts, totals = [], []
-        for i in range(repeats):
+        for i in range(-1, repeats):  # run -1 warms the bytecode cache
             db = workdir / f"cold-{name}-{i}" / "agent.sqlite"
             if name == "waypoint":
                 command = [
@@ -286,11 +309,56 @@ def cold_start(workdir: Path, repeats: int) -> dict:
                     ONE_SHOT,
                 ]
             first, total = first_token(command, workdir)
-            firsts.append(first)
-            totals.append(total)
+            if i >= 0:
+                firsts.append(first)
+                totals.append(total)
         results["first_token_s"][name] = median(firsts)
         results["one_shot_total_s"][name] = median(totals)
     return results
+
+
+PROMPT_WAIT_S = 60
+
+
+def repl_prompt(db: Path, cwd: Path) -> float:
+    """Seconds from starting `chat --thread demo` on a terminal (a pseudo-terminal) to its prompt
+    being drawn; the REPL is then left with /exit."""
+    import pty
+    import select
+
+    db.parent.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "app", "chat", "--thread", "demo", "--db", str(db)]
+    command += ["--workspace", str(db.parent / "workspace")]
+    env = clean_env() | {"TERM": "dumb", "PROMPT_TOOLKIT_NO_CPR": "1"}
+    leader, follower = pty.openpty()
+    started = time.perf_counter()
+    process = subprocess.Popen(
+        command, cwd=cwd, env=env, stdin=follower, stdout=follower, stderr=follower
+    )
+    os.close(follower)
+    seen, drawn = b"", None
+    try:
+        while drawn is None and time.perf_counter() - started < PROMPT_WAIT_S:
+            if select.select([leader], [], [], 1)[0]:
+                seen += os.read(leader, 65536)
+                if b"demo> " in seen:
+                    drawn = time.perf_counter() - started
+        if drawn is None:
+            raise RuntimeError(f"no REPL prompt within {PROMPT_WAIT_S} s: {seen[-2000:]!r}")
+        os.write(leader, b"/exit\r")
+        while process.poll() is None:  # read on, or output would fill the terminal and block it
+            if select.select([leader], [], [], 1)[0]:
+                try:
+                    os.read(leader, 65536)
+                except OSError:  # the terminal's other end closed with the process
+                    break
+        process.wait(timeout=PROMPT_WAIT_S)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        os.close(leader)
+    return drawn
 
 
 def concurrent(workdir: Path, processes: int, turns: int) -> dict:
@@ -302,7 +370,7 @@ def concurrent(workdir: Path, processes: int, turns: int) -> dict:
 
     workers: dict[str, list[subprocess.Popen]] = {}
     for kind in ("waypoint", "baseline"):
-        db = workdir / f"concurrent-{kind}" / "agent.sqlite"
+        db = workdir / f"concurrent-{processes}-{kind}" / "agent.sqlite"
         db.parent.mkdir(parents=True)
         if kind == "waypoint":
             with open_checkpointer(db):
@@ -316,7 +384,8 @@ def concurrent(workdir: Path, processes: int, turns: int) -> dict:
         workers[kind] = start_workers(commands, workdir, clean_env())
     results: dict = {"processes": processes, "turns_per_process": turns}
     for kind, group in workers.items():
-        results[kind] = _release(group)
+        db = workdir / f"concurrent-{processes}-{kind}" / "agent.sqlite"
+        results[kind] = _release(group) | kept(kind, db, processes)
     return results
 
 
@@ -334,13 +403,29 @@ def _release(group: list[subprocess.Popen]) -> dict:
     }
 
 
+def kept(kind: str, db: Path, processes: int) -> dict:
+    """What the database kept afterwards: SQLite's integrity verdict and the user turns in the
+    workers' threads (every turn that succeeded must be there)."""
+    from bench.soak import integrity, user_messages
+
+    verdict = integrity(str(db))
+    turns = 0
+    if verdict == "ok":
+        turns = sum(len(user_messages(kind, str(db), f"w{i}")) for i in range(processes))
+    return {"integrity": verdict, "turns_kept": turns}
+
+
 def soak_runs(workdir: Path, process_counts: tuple[int, ...], turns: int) -> dict[int, dict]:
-    """The concurrency soak (bench/soak.py) with each number of processes, on a fresh database."""
+    """The concurrency soak (bench/soak.py) with each number of processes, Waypoint's `chat -m`
+    and the baseline's, each on a fresh database."""
     from bench.soak import soak
 
-    results = {}
+    results: dict[int, dict] = {}
     for processes in process_counts:
-        db = workdir / f"soak-{processes}" / "agent.sqlite"
-        db.parent.mkdir(parents=True)
-        results[processes] = soak(str(db), processes, turns, clean_env(), workdir).as_dict()
+        results[processes] = {}
+        for kind in ("waypoint", "baseline"):
+            db = workdir / f"soak-{processes}-{kind}" / "agent.sqlite"
+            db.parent.mkdir(parents=True)
+            run = soak(str(db), processes, turns, clean_env(), workdir, kind=kind)
+            results[processes][kind] = run.as_dict()
     return results

@@ -15,6 +15,7 @@ from langgraph.channels import DeltaChannel
 from langgraph.graph import add_messages
 from langgraph.graph.message import REMOVE_ALL_MESSAGES as REMOVE_ALL
 
+from graphs import field_types
 from graphs.shared.window import ContextWindow
 
 ErrorKind = Literal["model_transient", "model_fatal", "tool", "context_overflow", "internal"]
@@ -110,44 +111,9 @@ class AgentContext:
         return {t.name: t for t in self.tools}
 
 
-NUMBER = (int, float)
-# The type of every field of AgentState and of the strategies' states (graphs/plan/state.py,
-# graphs/reflexion/state.py, graphs/routed/state.py) a loaded state may hold; nodes and renderers
-# rely on them.
-FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
-    "turn": int,
-    "iteration": int,
-    "retry_count": int,
-    "tokens_used": int,
-    "turn_started_at": NUMBER,
-    "status": (str, type(None)),
-    "budget_exhausted": (str, type(None)),
-    "last_error": (dict, type(None)),
-    "call_signatures": list,
-    "strategy": str,
-    "plan": (list, type(None)),
-    "step_results": list,
-    "replans": int,
-    "trial": int,
-    "lessons": list,
-    "verdict": (dict, type(None)),
-    "route": (dict, type(None)),
-    "turn_message_id": (str, type(None)),
-}
-
-
 def unreadable_reason(values: dict) -> str | None:
-    """Why a loaded state cannot be trusted: a tampered checkpoint that decodes (the saver refuses
-    what does not, app/db/strict.py) can still hold values of the wrong type."""
-    if not isinstance(values, dict):
-        return "it is not a state"
-    messages = values.get("messages", [])
-    if not isinstance(messages, list) or not all(isinstance(m, BaseMessage) for m in messages):
-        return "its messages are not messages"
-    for key, kind in FIELD_TYPES.items():
-        if key in values and not isinstance(values[key], kind):
-            return f"its {key} is a {type(values[key]).__name__}"
-    return None
+    """Why a loaded state cannot be trusted (graphs/field_types.py)."""
+    return field_types.unreadable_reason(values, is_message=lambda m: isinstance(m, BaseMessage))
 
 
 def turn_input(message: AnyMessage, turn: int, started_at: float | None = None) -> dict:

@@ -14,7 +14,15 @@ import pytest
 
 from tests.conftest import REPO
 
-WORKLOADS = {"thread N=3", "thread N=5", "listings", "cold start", "2 processes"}
+WORKLOADS = {
+    "thread N=3",
+    "thread N=5",
+    "listings",
+    "cold start",
+    "2 processes",
+    "soak, 1 processes",
+    "soak, 2 processes",
+}
 FIGURE_KEYS = {"workload", "metric", "unit", "waypoint", "baseline", "ratio", "better", "path"}
 
 
@@ -49,23 +57,36 @@ def test_smoke_benchmark_writes_a_consistent_report(tmp_path: Path):
             assert (f"thread N={n}", "turn p50, last turns", path) in names
         assert (f"thread N={n}", "checkpoint rows", "") in names
     assert ("cold start", "--help", "") in names
+    assert ("cold start", "REPL prompt drawn (baseline: python -c pass)", "") in names
     assert ("2 processes", "turns per second (all processes)", "") in names
+    assert ("soak, 2 processes", "`chat -m` turns answered per second", "") in names
+    assert report["workloads"]["cold_start"]["stack_import_s"] > 0
 
-    concurrent = report["workloads"]["concurrent"]
+    concurrent = report["workloads"]["concurrent"]["2"]
     for kind in ("waypoint", "baseline"):
         assert concurrent[kind]["turns_ok"] + concurrent[kind]["errors"] == 2 * 2
+        assert concurrent[kind]["integrity"] == "ok"
+        assert concurrent[kind]["turns_kept"] == concurrent[kind]["turns_ok"]
 
     soak = report["workloads"]["soak"]
     assert sorted(soak) == ["1", "2"]
-    for processes, run in soak.items():
+    for processes, runs in soak.items():
+        run = runs["waypoint"]
         assert run["clean"] and run["integrity"] == "ok" and not run["lost"], run
         assert run["answered"] + run["busy"] == int(processes) * 2, run
+        baseline = runs["baseline"]
+        assert baseline["busy"] == 0 and baseline["integrity"] == "ok", baseline
+        assert baseline["answered"] + len(baseline["errors"]) == int(processes) * 2, baseline
 
     targets = report["targets"]
     assert targets and all(isinstance(t["met"], bool) and t["value"] >= 0 for t in targets)
     assert {t["name"] for t in targets} >= {
         "soak, 1 processes: turns failed or lost",
         "soak, 2 processes: turns failed or lost",
+        "DB growth per turn at N=5",
+        "REPL prompt drawn after start",
+        "one-shot turn (whole process) vs baseline",
+        "2 processes on one database: turns/s vs baseline, nothing failed or lost",
     }
 
     stdout = done.stdout.decode()

@@ -273,20 +273,46 @@ def test_tools_lists_every_tool_with_its_schema():
 LOADED_AFTER = """
 import sys
 from app.__main__ import run
-run(sys.argv[1:])
-print(",".join(m for m in ("langgraph.graph", "langchain_openai", "app.service.session") if m in sys.modules))
+assert run(sys.argv[1:]) == 0
+# LangGraph's allowlist of the types a checkpoint may hold is a module of constants (app/db/raw.py)
+ALLOWED = {"langgraph", "langgraph.checkpoint", "langgraph.checkpoint.serde",
+           "langgraph.checkpoint.serde._msgpack"}
+heavy = [m for m in sys.modules if m.startswith(("langchain", "langgraph", "langsmith", "openai"))]
+print(",".join(sorted(set(heavy) - ALLOWED) + [m for m in ("app.service.session",) if m in sys.modules]))
 """
 
 
-def test_threads_list_does_not_load_the_graph_machinery():
-    """Listing threads is SQL only: importing LangGraph's graph modules would triple its start-up."""
+def test_listing_threads_and_history_load_no_langgraph_or_langchain():
+    """`threads list` and `history` read rows and decode blobs as data: importing LangGraph's
+    machinery or LangChain would triple their start-up from the shell."""
+    assert run_cli("chat", "-t", "listed", "-m", "what is 6 times 7").returncode == 0
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    for command in (["threads", "list"], ["--help"]):
+    for command in (["threads", "list"], ["--help"], ["history", "-t", "listed"]):
         result = subprocess.run(
             [sys.executable, "-c", LOADED_AFTER, *command], capture_output=True, env=env
         )
         assert result.returncode == 0, result.stderr.decode()
         assert result.stdout.decode().splitlines()[-1] == "", (command, result.stdout.decode())
+
+
+ONE_SHOT_LOADS = """
+import sys
+from app.__main__ import run
+assert run(sys.argv[1:]) == 0
+print(",".join(m for m in ("numpy", "langchain_openai", "mcp", "prompt_toolkit") if m in sys.modules))
+"""
+
+
+def test_a_one_shot_turn_loads_only_what_the_turn_needs():
+    """No numpy (which LangGraph's SqliteStore would load through sqlite_vec, for vector search the
+    memory does not use), no OpenAI client for the offline model, no MCP, no REPL."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    command = ["chat", "--model", "offline", "-t", "one", "-m", "what is 6 times 7"]
+    result = subprocess.run(
+        [sys.executable, "-c", ONE_SHOT_LOADS, *command], capture_output=True, env=env
+    )
+    assert result.returncode == 0, result.stderr.decode()
+    assert result.stdout.decode().splitlines()[-1] == "", result.stdout.decode()
 
 
 WITHOUT_MODULE = """

@@ -9,7 +9,8 @@ import pytest
 
 from app.config import load_settings
 from app.errors import ConfigError
-from tools.clock import current_time, now, now_info, today
+from tools.clock import now, now_info, today
+from tools.clock_tool import current_time
 
 pytestmark = pytest.mark.dated  # reruns on other pinned days: tests/test_pinned_dates.py
 

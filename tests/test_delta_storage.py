@@ -120,3 +120,36 @@ def test_merge_messages_equals_the_fold_however_the_writes_are_batched():
         for split in range(len(batches) + 1):
             merged = merge_messages(merge_messages([], batches[:split]), batches[split:])
             assert [(m.id, m.content) for m in merged] == expected
+
+
+def test_a_stored_snapshot_is_decoded_once_and_every_load_gets_its_own_list(db_path: Path):
+    """Every run of a turn loads the thread from its latest snapshot: the same bytes are decoded
+    (and checked) once per process; a changed blob is other bytes, decoded afresh."""
+    from app.db.strict import Snapshots
+
+    decoded: list[bytes] = []
+    snapshots = Snapshots(size=2)
+
+    def decoder(payload: bytes):  # type: ignore[no-untyped-def]
+        def decode() -> list:
+            decoded.append(payload)
+            return [HumanMessage("hi", id=payload.decode())]
+
+        return decode
+
+    first = snapshots.value(b"a", decoder(b"a"))
+    again = snapshots.value(b"a", decoder(b"a"))
+    assert first == again and first is not again and first[0] is again[0]
+    assert decoded == [b"a"]
+    snapshots.value(b"b", decoder(b"b"))
+    snapshots.value(b"c", decoder(b"c"))  # the least recently used (a) goes
+    snapshots.value(b"a", decoder(b"a"))
+    assert decoded == [b"a", b"b", b"c", b"a"]
+
+    # through the saver: a thread past its first snapshot reads back the same after a reload
+    run_turns(db_path, "t", [f"what is {n} plus {n}" for n in range(27)])
+    with open_checkpointer(db_path) as saver:
+        graph = build_graph(saver)
+        config = {"configurable": {"thread_id": "t"}}
+        once, twice = (graph.get_state(config).values["messages"] for _ in range(2))
+    assert [m.id for m in once] == [m.id for m in twice] and len(once) == 27 * 4

@@ -473,6 +473,19 @@ def test_experiences_are_bounded_replaced_on_replay_and_pruned(
     assert [item.fields["turn"] for item in kept] == [5, 4, 3]
 
 
+def test_experiences_are_pruned_back_to_the_maximum_once_a_tenth_more_accumulated(
+    memory: MemoryStore, monkeypatch: pytest.MonkeyPatch
+):
+    """Pruning lists every entry, so it does not run after every turn of a long-time user."""
+    monkeypatch.setattr(app_memory, "MAX_EXPERIENCES_PER_USER", 20)
+    for turn in range(1, 23):
+        record(memory, "many", f"request number {turn} about rivers", [], turn=turn)
+    assert memory.count("experiences", "alice") == 22
+    record(memory, "many", "request number 23 about rivers", [], turn=23)
+    kept = memory.list("alice", kind="experiences")
+    assert [item.fields["turn"] for item in kept] == list(range(23, 3, -1))
+
+
 def test_the_experience_prompt_block_has_a_fixed_format_and_bounds():
     assert experience_prompt([]) == ""
     assert experience_prompt(["", "  "]) == ""

@@ -233,7 +233,10 @@ def test_a_full_database_says_the_disk_is_full_and_keeps_every_earlier_turn(
     retried = invoke("chat", "-t", "f", "-m", "what is 2 plus 3")
     assert (retried.code, retried.stdout) == (0, "2 + 3 = 5\n"), retried.stderr
     humans = [m.content for m in thread_messages("f") if isinstance(m, HumanMessage)]
-    assert humans == ["what is 6 times 7", "what is 2 plus 3"]
+    # Where the disk fills depends on the blobs' sizes: the failed turn's first steps may have fit
+    # (and are kept, as every saved step is); the earlier turn and the retry are there either way.
+    assert humans[0] == "what is 6 times 7" and set(humans[1:]) == {"what is 2 plus 3"}
+    assert len(humans) in (2, 3)
 
 
 def fake_statvfs(*, read_only: bool = False, free_blocks: int = 1000):  # type: ignore[no-untyped-def]

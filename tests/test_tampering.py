@@ -15,8 +15,8 @@ from pathlib import Path
 
 import ormsgpack
 import pytest
-from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
+from app.db.base import checkpoint_serializer
 from tests.cli_boundary import Outcome, invoke
 from tests.conftest import run_cli
 from tests.db_helpers import execute
@@ -84,7 +84,7 @@ class Tampering:
 
     table: str
     column: str
-    rowid: int
+    key: tuple  # the row's primary key (the writes table has no rowid)
     kind: str
     type_: str | None
     blob: bytes
@@ -107,19 +107,30 @@ def mutations(rng: random.Random, blob: bytes) -> tuple[str, str | None, bytes]:
     return kind, "msgpack", rng.choice(SHAPES)
 
 
-def rows_of(connection: sqlite3.Connection) -> list[tuple[str, str, int]]:
+KEYS = {
+    "checkpoints": "thread_id, checkpoint_ns, checkpoint_id",
+    "writes": "thread_id, checkpoint_ns, checkpoint_id, task_id, idx",
+}
+
+
+def by_key(table: str) -> str:
+    return " AND ".join(f"{column} = ?" for column in KEYS[table].split(", "))
+
+
+def rows_of(connection: sqlite3.Connection) -> list[tuple[str, str, tuple]]:
     """The blobs of thread v that loading it reads, oldest first: every checkpoint (the head's
     more often) and every write to `messages` (LangGraph rebuilds that channel from them)."""
     checkpoints = connection.execute(
-        "SELECT rowid FROM checkpoints WHERE thread_id = 'v' ORDER BY checkpoint_id"
+        f"SELECT {KEYS['checkpoints']} FROM checkpoints WHERE thread_id = 'v' "
+        "ORDER BY checkpoint_id"
     ).fetchall()
     writes = connection.execute(
-        "SELECT rowid FROM writes WHERE thread_id = 'v' AND channel = 'messages' "
+        f"SELECT {KEYS['writes']} FROM writes WHERE thread_id = 'v' AND channel = 'messages' "
         "ORDER BY checkpoint_id, task_id, idx"
     ).fetchall()
-    rows = [("checkpoints", "checkpoint", r) for (r,) in checkpoints]
-    rows += [("writes", "value", r) for (r,) in writes]
-    return rows + [("checkpoints", "checkpoint", checkpoints[-1][0])] * 4
+    rows = [("checkpoints", "checkpoint", key) for key in checkpoints]
+    rows += [("writes", "value", key) for key in writes]
+    return rows + [("checkpoints", "checkpoint", checkpoints[-1])] * 4
 
 
 def tamperings(db_path: Path, count: int, seed: int) -> list[Tampering]:
@@ -128,12 +139,12 @@ def tamperings(db_path: Path, count: int, seed: int) -> list[Tampering]:
     with contextlib.closing(sqlite3.connect(db_path)) as connection:
         rows = rows_of(connection)
         for _ in range(count):
-            table, column, rowid = rng.choice(rows)
+            table, column, key = rng.choice(rows)
             [(blob,)] = connection.execute(
-                f"SELECT {column} FROM {table} WHERE rowid = ?", (rowid,)
+                f"SELECT {column} FROM {table} WHERE {by_key(table)}", key
             ).fetchall()
             kind, type_, new_blob = mutations(rng, blob or b"")
-            result.append(Tampering(table, column, rowid, kind, type_, new_blob))
+            result.append(Tampering(table, column, key, kind, type_, new_blob))
     return result
 
 
@@ -147,7 +158,7 @@ def apply(db_path: Path, pristine: bytes, tampering: Tampering) -> None:
         if tampering.type_ is not None:
             sql += ", type = ?"
             params.append(tampering.type_)
-        connection.execute(f"{sql} WHERE rowid = ?", [*params, tampering.rowid])
+        connection.execute(f"{sql} WHERE {by_key(tampering.table)}", [*params, *tampering.key])
 
 
 def build_thread() -> None:
@@ -201,7 +212,7 @@ def test_every_tampered_blob_loads_or_is_unreadable_never_an_internal_error(db_p
     for number, tampering in enumerate(variants):
         apply(db_path, pristine, tampering)
         outcomes = [invoke(*args) for args in LOADS]
-        where = f"#{number} {tampering.kind} of {tampering.table} row {tampering.rowid}"
+        where = f"#{number} {tampering.kind} of {tampering.table} row {tampering.key}"
         for args, outcome in zip(LOADS, outcomes, strict=True):
             if not loaded_or_unreadable(outcome):
                 what = outcome.internal_error or outcome.stderr
@@ -292,7 +303,7 @@ def test_the_real_process_says_unreadable_without_a_traceback(db_path: Path):
 
 def rewrite_head(db_path: Path, change: Callable[[dict], None]) -> None:
     """Decode the head checkpoint, change its channel values, and store it re-encoded."""
-    serde = JsonPlusSerializer(allowed_msgpack_modules=None)
+    serde = checkpoint_serializer()
     with contextlib.closing(sqlite3.connect(db_path)) as connection, connection:
         [(rowid, type_, blob)] = connection.execute(
             "SELECT rowid, type, checkpoint FROM checkpoints WHERE thread_id = 'v' "

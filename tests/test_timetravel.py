@@ -14,8 +14,8 @@ from app.cli.render import JsonlRenderer
 from app.config import load_settings
 from app.db import open_database
 from app.service.context import make_context
+from app.service.index import CheckpointIndex
 from app.service.session import ChatSession
-from app.service.timetravel import CheckpointIndex
 from app.store import open_checkpointer
 from tests.conftest import run_cli
 from tests.db_helpers import checkpoint_count

@@ -38,7 +38,7 @@ def default_tools(
     workspace; the sandbox also hides `hidden` (e.g. the database directory). With a `search`
     backend, web_search too."""
     from tools.calculator import calculator
-    from tools.clock import current_time
+    from tools.clock_tool import current_time
     from tools.file_tools import make_file_tools
     from tools.files import Workspace
     from tools.sandbox import Sandbox, make_python_tool

@@ -1,14 +1,11 @@
-"""The one clock the tools read (pinned by APP_NOW for reproducible runs and tests), and the
-current_time tool: the local date, time, weekday and time zone as JSON."""
+"""The one clock the tools read (pinned by APP_NOW for reproducible runs and tests). It imports no
+LangChain: the configuration reads APP_NOW through it in every command (the current_time tool is in
+tools/clock_tool.py)."""
 
 from __future__ import annotations
 
-import json
 import os
 from datetime import date, datetime
-
-from langchain_core.tools import tool
-from pydantic import BaseModel
 
 # Not strftime("%A"): that follows the process locale, and the model expects English names.
 _WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
@@ -56,13 +53,3 @@ def now_info(moment: datetime | None = None) -> dict[str, str]:
         "weekday": _WEEKDAYS[moment.weekday()],
         "timezone": moment.tzname() or moment.strftime("%z"),
     }
-
-
-class CurrentTimeArgs(BaseModel):
-    """current_time takes no arguments."""
-
-
-@tool("current_time", args_schema=CurrentTimeArgs)
-def current_time() -> str:
-    """Get the current local date, time, weekday and time zone."""
-    return json.dumps(now_info())

@@ -129,8 +129,7 @@ def chat(
 
     In the REPL, /help lists the slash commands."""
     io: Invocation = ctx.obj
-    from app.service.session import new_thread_id
-    from app.store import validate_thread_id
+    from app.store import new_thread_id, validate_thread_id
 
     if thread is not None:  # `--thread ''` is an invalid id, not "make a new thread"
         validate_thread_id(thread)

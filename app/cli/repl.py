@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.history import FileHistory
@@ -14,16 +16,19 @@ from rich.text import Text
 
 from app.cli.approval_ui import ask_approval
 from app.cli.hints import command
-from app.cli.recap import print_recap
-from app.cli.render import ConsoleRenderer
+from app.cli.recap import RecapTurn, print_recap, recap_turns, said
+from app.cli.repl_start import glance, in_background
 from app.config import Settings
 from app.errors import AppError, NotFoundError, UsageError
-from app.models.offline import OFFLINE_NOTICE
-from app.service.runtime import Runtime, open_runtime
-from app.service.session import Approver, ChatSession, TurnInterrupted, new_thread_id
+from app.models.notice import OFFLINE_NOTICE
 from app.service.threads import short_id
-from app.store import validate_thread_id
+from app.store import new_thread_id, validate_thread_id
 from app.text import plural
+
+if TYPE_CHECKING:  # the run's machinery loads in the background while the prompt is up
+    from app.cli.render import ConsoleRenderer
+    from app.service.runtime import Runtime
+    from app.service.session import Approver, ChatSession
 
 HELP = """\
 Type a message and press Enter. Esc then Enter inserts a newline.
@@ -68,32 +73,76 @@ def run_repl(
         history=FileHistory(str(settings.chat_history_file)), key_bindings=_key_bindings()
     )
     settings = settings.model_copy(update={"approve": settings.approve or "ask"})
-    with open_runtime(settings) as runtime:
-        repl = Repl(
-            runtime,
-            runtime.session(thread_id),
-            out,
-            err,
-            show_updates=show_updates,
-            debug=debug,
-        )
-        repl.approver = lambda calls: ask_approval(
-            calls, lambda question, default: prompt.prompt(question, default=default), err
-        )
-        repl.banner()
-        repl.offer_to_finish_interrupted(prompt)
-        while True:
-            try:
-                text = prompt.prompt(f"{repl.session.thread_id}> ")
-            except KeyboardInterrupt:
-                continue
-            except EOFError:
-                return
-            command = text.strip()
-            if command in {"/exit", "/quit"}:
-                return
-            if command:
-                repl.handle(command, text)
+    with contextlib.ExitStack() as opened:
+
+        def set_up() -> Repl:
+            from app.service.runtime import open_runtime
+
+            runtime = opened.enter_context(open_runtime(settings))
+            repl = Repl(
+                runtime,
+                runtime.session(thread_id),
+                out,
+                err,
+                show_updates=show_updates,
+                debug=debug,
+            )
+            repl.approver = lambda calls: ask_approval(
+                calls, lambda question, default: prompt.prompt(question, default=default), err
+            )
+            return repl
+
+        quick = glance(settings, thread_id)
+        if quick is None:  # the thread needs an answer first: set up before the prompt
+            repl = set_up()
+            repl.banner()
+            repl.offer_to_finish_interrupted(prompt)
+            ready = lambda: repl  # noqa: E731
+        else:
+            print_place(err, settings)
+            print_thread(err, thread_id, quick.turns, quick.recap)
+            ready = in_background(set_up)
+        try:
+            _loop(prompt, ready, thread_id)
+        finally:
+            ready()  # what the set-up opens is closed only once it has finished
+
+
+def _loop(prompt: PromptSession, ready: Callable[[], Repl], thread_id: str) -> None:
+    while True:
+        try:
+            text = prompt.prompt(f"{thread_id}> ")
+        except KeyboardInterrupt:
+            continue
+        except EOFError:
+            return
+        command = text.strip()
+        if command in {"/exit", "/quit"}:
+            return
+        if command:
+            repl = ready()
+            repl.handle(command, text)
+            thread_id = repl.session.thread_id
+
+
+def print_place(err: Console, settings: Settings) -> None:
+    """Where this session's data is and which model answers: from the settings alone."""
+    err.print(Text.assemble(("Waypoint", "bold"), " · /help for commands"))
+    place = Table.grid(padding=(0, 1))
+    place.add_column(style="dim", no_wrap=True)
+    place.add_column(overflow="fold")
+    place.add_row("database", settings.database.label)
+    place.add_row("workspace", str(settings.workspace))
+    place.add_row("model", model_notice(settings.model_spec))
+    err.print(place, soft_wrap=False)
+
+
+def print_thread(err: Console, thread_id: str, turns: int, recap: list[RecapTurn]) -> None:
+    """The current thread, and its last turns when it has some."""
+    resumed = f"{plural(turns, 'earlier turn')}" if turns else "new thread"
+    err.print(f"thread [cyan]{escape(thread_id)}[/cyan] ({resumed})")
+    if turns:
+        print_recap(err, recap)
 
 
 class Repl:
@@ -117,30 +166,21 @@ class Repl:
         self._listed: list[str] = []  # the thread ids /threads last showed, for /switch N
 
     def renderer(self) -> ConsoleRenderer:
+        from app.cli.render import ConsoleRenderer
+
         return ConsoleRenderer(self.out, self.err, show_updates=self.show_updates, debug=self.debug)
 
     def banner(self) -> None:
         """Where this session's data is, which model answers, and, on a thread that has a
         conversation, its last few turns."""
-        settings = self.settings
-        self.err.print(Text.assemble(("Waypoint", "bold"), " · /help for commands"))
-        place = Table.grid(padding=(0, 1))
-        place.add_column(style="dim", no_wrap=True)
-        place.add_column(overflow="fold")
-        place.add_row("database", settings.database.label)
-        place.add_row("workspace", str(settings.workspace))
-        place.add_row("model", model_notice(settings.model_spec))
-        self.err.print(place, soft_wrap=False)
+        print_place(self.err, self.settings)
         self._thread_header()
 
     def _thread_header(self, *, note_interrupted: bool = False) -> None:
         """The current thread, and its last turns when it has some."""
         values = self.session.head.load().values
-        turns = values.get("turn", 0)
-        resumed = f"{plural(turns, 'earlier turn')}" if turns else "new thread"
-        self.err.print(f"thread [cyan]{escape(self.session.thread_id)}[/cyan] ({resumed})")
-        if turns:
-            print_recap(self.err, values.get("messages", []))
+        recap = recap_turns([said(m) for m in values.get("messages", [])])
+        print_thread(self.err, self.session.thread_id, values.get("turn", 0), recap)
         if note_interrupted and (self.session.pending_approval() or self.session.pending_step()):
             self.err.print(
                 "[yellow]its last turn was interrupted; your next message closes it (its "
@@ -206,6 +246,8 @@ class Repl:
             action(renderer)
 
     def _guarded(self, action) -> None:  # type: ignore[no-untyped-def]
+        from app.service.session import TurnInterrupted
+
         try:
             action()
         except TurnInterrupted as exc:

@@ -37,7 +37,7 @@ from app.text import plural
 if TYPE_CHECKING:
     from app.config import Settings
     from app.db.base import Database
-    from app.service.timetravel import CheckpointIndex
+    from app.service.index import CheckpointIndex
 
 commands = command_group()
 

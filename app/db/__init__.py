@@ -4,20 +4,16 @@
 from __future__ import annotations
 
 import contextlib
-import weakref
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
 
-from langgraph.checkpoint.base import BaseCheckpointSaver
-
 from app.db.base import Database
 from app.db.location import DatabaseLocation, parse_location
-from app.db.strict import UnreadableCheckpointError, unreadable
+from app.db.unreadable import UnreadableCheckpointError, unreadable
 from app.errors import ConfigError
 
 DbRef = str | Path | DatabaseLocation
-_OPEN: weakref.WeakKeyDictionary[BaseCheckpointSaver, Database] = weakref.WeakKeyDictionary()
 
 
 def as_location(db: DbRef) -> DatabaseLocation:
@@ -37,15 +33,12 @@ def open_database(db: DbRef, busy_timeout: float = 5.0) -> Iterator[Database]:
             return open_sqlite(location, busy_timeout)
 
     with opener(location) as database:
-        _OPEN[database.saver] = database
         try:
             yield database
         except UnreadableCheckpointError as exc:
             # The one boundary for a tampered or damaged checkpoint that a command read without
             # checking itself (the saver's reads raise this instead of handing back raw data).
             raise unreadable(exc.thread_id, exc.checkpoint_id, exc.reason) from exc
-        finally:
-            _OPEN.pop(database.saver, None)
 
 
 def _postgres_opener():  # type: ignore[no-untyped-def]
@@ -57,14 +50,6 @@ def _postgres_opener():  # type: ignore[no-untyped-def]
             "pip install -e '.[postgres]'"
         ) from None
     return open_postgres
-
-
-def database_of(saver: BaseCheckpointSaver) -> Database:
-    """The open Database whose saver this is (for code handed only the saver)."""
-    try:
-        return _OPEN[saver]
-    except KeyError:
-        raise TypeError("this saver was not opened with open_database") from None
 
 
 def thread_interrupted(db: DbRef, thread_id: str) -> bool:

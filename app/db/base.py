@@ -7,20 +7,25 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
-from langgraph.checkpoint.base import BaseCheckpointSaver
-
+from app.db.compressed import CompressedSerializer
 from app.db.location import DatabaseLocation
-from app.db.strict import StrictSerializer, UnreadableCheckpointError
+from app.db.unreadable import UnreadableCheckpointError
 
-__all__ = ["UnreadableCheckpointError", "strict_serializer"]  # with the classes below
+if TYPE_CHECKING:  # LangGraph loads with the saver, which listing threads never needs
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+
+__all__ = ["UnreadableCheckpointError", "checkpoint_serializer"]  # with the classes below
 
 
-def strict_serializer() -> StrictSerializer:
+def checkpoint_serializer() -> CompressedSerializer:
     """Only LangGraph's safe types (messages, datetimes, …) may be revived from a checkpoint, and
-    anything else is an UnreadableCheckpointError (app/db/strict.py)."""
-    return StrictSerializer()
+    anything else is an UnreadableCheckpointError (app/db/strict.py); larger blobs are stored
+    compressed (app/db/compressed.py)."""
+    from app.db.strict import StrictSerializer
+
+    return CompressedSerializer(StrictSerializer())
 
 
 @dataclass(frozen=True)
@@ -101,15 +106,29 @@ SAVE_THREAD_INFO = (
 DeltaChannels = tuple[frozenset[str], frozenset[str]]
 
 
+class StoredWrite(NamedTuple):
+    """One write stored under a checkpoint, its value decoded as data (app/db/raw.py)."""
+
+    task_path: str
+    task_id: str
+    idx: int
+    channel: str
+    value: Any
+
+
 class Database(ABC):
     """One open checkpoint database. `saver` is LangGraph's; the methods are Waypoint's own SQL.
     Only the root namespace (checkpoint_ns = '') is read, except where a method says otherwise."""
 
     kind: ClassVar[str]
 
-    def __init__(self, location: DatabaseLocation, saver: BaseCheckpointSaver) -> None:
+    def __init__(self, location: DatabaseLocation) -> None:
         self.location = location
-        self.saver = saver
+
+    @property
+    @abstractmethod
+    def saver(self) -> BaseCheckpointSaver:
+        """LangGraph's saver on this database (strict reads, compressed blobs)."""
 
     @property
     def label(self) -> str:
@@ -151,6 +170,20 @@ class Database(ABC):
     ) -> Callable[[str], DeltaChannels]:
         """A function giving, per checkpoint id, which of `channels` it versions and which it
         stores a value of (where LangGraph's delta walk stops). May raise
+        UnreadableCheckpointError."""
+
+    @abstractmethod
+    def stored_checkpoints(self, thread_id: str, checkpoint_ids: Collection[str]) -> dict[str, Any]:
+        """These checkpoints as stored, by id, their blobs decoded as data (app/db/raw.py: nothing
+        is built, the allowlist applies): channel values (every one the saver would load),
+        versions and versions seen. May raise UnreadableCheckpointError."""
+
+    @abstractmethod
+    def stored_writes(
+        self, thread_id: str, checkpoint_ids: Collection[str], channel: str | None = None
+    ) -> dict[str, list[StoredWrite]]:
+        """The writes stored under these checkpoints (to `channel`, or all), decoded as data, each
+        checkpoint's in the order LangGraph replays them (task path, task id, index). May raise
         UnreadableCheckpointError."""
 
     @abstractmethod

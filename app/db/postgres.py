@@ -26,15 +26,18 @@ from app.db.base import (
     Health,
     Removal,
     SpaceReport,
+    StoredWrite,
     ThreadInfo,
     ThreadRow,
+    UnreadableCheckpointError,
+    checkpoint_serializer,
     json_object,
-    strict_serializer,
 )
 from app.db.location import DatabaseLocation
 from app.db.pg_connect import connect, connection_error
 from app.db.pg_lock import dead_writers, ensure_writers_table
 from app.db.pg_setup import migrate_once
+from app.db.raw import decode
 from app.db.strict import CheckedReads
 from app.text import plural
 
@@ -83,6 +86,17 @@ CROSS JOIN LATERAL jsonb_each_text(c.checkpoint -> 'channel_versions') AS v
 WHERE c.thread_id = %s AND c.checkpoint_ns = '' AND v.key = ANY(%s)
 """
 ROOT = "thread_id = %(thread)s AND checkpoint_ns = ''"
+# Each checkpoint with the blobs of its channels at their versions (as PostgresSaver loads it).
+STORED_CHECKPOINTS_SQL = """
+SELECT c.checkpoint_id, c.checkpoint,
+       (SELECT array_agg(array[b.channel::bytea, b.type::bytea, b.blob])
+          FROM jsonb_each_text(c.checkpoint -> 'channel_versions') AS v
+          JOIN checkpoint_blobs AS b
+            ON b.thread_id = c.thread_id AND b.checkpoint_ns = c.checkpoint_ns
+           AND b.channel = v.key AND b.version = v.value)
+FROM checkpoints AS c
+WHERE c.thread_id = %(thread)s AND c.checkpoint_ns = '' AND c.checkpoint_id = ANY(%(ids)s)
+"""
 CHOSEN = f"{ROOT} AND checkpoint_id = ANY(%(ids)s)"
 # Blobs of the root namespace that no checkpoint outside %(ids)s references.
 GARBAGE_BLOBS = f"""
@@ -102,7 +116,7 @@ class CheckedPostgresSaver(CheckedReads, PostgresSaver):
 def open_postgres(location: DatabaseLocation) -> Iterator[PostgresDatabase]:
     conn = connect(location)
     try:
-        saver = CheckedPostgresSaver(conn, serde=strict_serializer())
+        saver = CheckedPostgresSaver(conn, serde=checkpoint_serializer())
         try:
             migrate_once(conn, "checkpoints", location.url, lambda: _setup(conn, saver))
         except psycopg.Error as exc:
@@ -121,7 +135,14 @@ def _setup(conn: psycopg.Connection, saver: PostgresSaver) -> None:
 
 class PostgresDatabase(Database):
     kind = "postgres"
-    saver: PostgresSaver
+
+    def __init__(self, location: DatabaseLocation, saver: PostgresSaver) -> None:
+        super().__init__(location)
+        self._saver = saver
+
+    @property
+    def saver(self) -> PostgresSaver:
+        return self._saver
 
     @property
     def conn(self) -> psycopg.Connection:
@@ -210,6 +231,51 @@ class PostgresDatabase(Database):
             )
 
         return read
+
+    def stored_checkpoints(self, thread_id: str, checkpoint_ids: Collection[str]) -> dict[str, Any]:
+        found = {}
+        rows = self._rows(
+            STORED_CHECKPOINTS_SQL, {"thread": thread_id, "ids": list(checkpoint_ids)}
+        )
+        for checkpoint_id, checkpoint, blobs in rows:
+            try:
+                values = (
+                    dict(checkpoint.get("channel_values") or {})
+                    if isinstance(checkpoint, dict)
+                    else {}
+                )
+                for channel, type_, blob in blobs or []:
+                    if bytes(type_) != b"empty":
+                        values[bytes(channel).decode()] = decode(bytes(type_).decode(), bytes(blob))
+            except UnreadableCheckpointError as exc:
+                exc.thread_id, exc.checkpoint_id = thread_id, checkpoint_id
+                raise
+            found[checkpoint_id] = (
+                checkpoint | {"channel_values": values}
+                if isinstance(checkpoint, dict)
+                else checkpoint
+            )
+        return found
+
+    def stored_writes(
+        self, thread_id: str, checkpoint_ids: Collection[str], channel: str | None = None
+    ) -> dict[str, list[StoredWrite]]:
+        sql = (
+            "SELECT checkpoint_id, task_path, task_id, idx, channel, type, blob "
+            f"FROM checkpoint_writes WHERE {ROOT} AND checkpoint_id = ANY(%(ids)s)"
+            + (" AND channel = %(channel)s" if channel is not None else "")
+            + " ORDER BY checkpoint_id, task_path, task_id, idx"
+        )
+        params = {"thread": thread_id, "ids": list(checkpoint_ids), "channel": channel}
+        found: dict[str, list[StoredWrite]] = {}
+        for checkpoint_id, path, task, idx, name, type_, blob in self._rows(sql, params):
+            try:
+                value = decode(type_, blob)
+            except UnreadableCheckpointError as exc:
+                exc.thread_id, exc.checkpoint_id = thread_id, checkpoint_id
+                raise
+            found.setdefault(checkpoint_id, []).append(StoredWrite(path, task, idx, name, value))
+        return found
 
     def health(self) -> Health:
         try:

@@ -4,14 +4,14 @@ over SqliteSaver's `checkpoints`/`writes` tables, and per-thread flock files nex
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import sqlite3
+import threading
 from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
-from typing import Any
-
-from langgraph.checkpoint.sqlite import SqliteSaver
+from typing import TYPE_CHECKING, Any
 
 from app.db.base import (
     SAVE_THREAD_INFO,
@@ -21,19 +21,24 @@ from app.db.base import (
     Health,
     Removal,
     SpaceReport,
+    StoredWrite,
     ThreadInfo,
     ThreadRow,
     UnreadableCheckpointError,
+    checkpoint_serializer,
     json_object,
-    strict_serializer,
 )
 from app.db.base import CheckpointRecord as Record
 from app.db.location import DatabaseLocation
+from app.db.raw import decode
 from app.db.sqlite_lock import dead_writer, lock_dir
-from app.db.strict import SHAPE_ERRORS, CheckedReads
+from app.db.unreadable import SHAPE_ERRORS
 from app.errors import ConfigError
 from app.text import plural
 from tools.sqlite_wal import use_wal
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.sqlite import SqliteSaver
 
 CHECKPOINT_BYTES = "IFNULL(LENGTH(checkpoint), 0) + IFNULL(LENGTH(CAST(metadata AS BLOB)), 0)"
 WRITE_BYTES = "IFNULL(LENGTH(value), 0)"
@@ -70,28 +75,52 @@ SELECT thread_id, SUM(bytes) FROM (
 )
 GROUP BY thread_id
 """
+# SqliteSaver's tables (its columns, its primary keys), created here so that the listings need not
+# load LangGraph: `SqliteSaver.setup()` then finds them. `writes` is WITHOUT ROWID: its rows live in
+# one b-tree ordered by their key, where SqliteSaver's table adds a second b-tree, an index repeating
+# every row's key (about 100 bytes of a row's 250; a turn writes some 30 rows). A database made
+# before keeps the tables it has.
+TABLES = """
+CREATE TABLE IF NOT EXISTS checkpoints (
+    thread_id TEXT NOT NULL,
+    checkpoint_ns TEXT NOT NULL DEFAULT '',
+    checkpoint_id TEXT NOT NULL,
+    parent_checkpoint_id TEXT,
+    type TEXT,
+    checkpoint BLOB,
+    metadata BLOB,
+    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
+);
+CREATE TABLE IF NOT EXISTS writes (
+    thread_id TEXT NOT NULL,
+    checkpoint_ns TEXT NOT NULL DEFAULT '',
+    checkpoint_id TEXT NOT NULL,
+    task_id TEXT NOT NULL,
+    task_path TEXT NOT NULL DEFAULT '',
+    idx INTEGER NOT NULL,
+    channel TEXT NOT NULL,
+    type TEXT,
+    value BLOB,
+    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
+) WITHOUT ROWID;
+"""
 ROOT = "thread_id = ? AND checkpoint_ns = ''"
 BY_ID = f"WHERE {ROOT} AND checkpoint_id = ?"
 
 
-class CheckedSqliteSaver(CheckedReads, SqliteSaver):
-    """SqliteSaver whose reads refuse tampered or damaged data (app/db/strict.py)."""
-
-
 @contextlib.contextmanager
 def open_sqlite(location: DatabaseLocation, busy_timeout: float) -> Iterator[SqliteDatabase]:
-    """A SqliteSaver on the file; a damaged or unusable file is an error, never overwritten."""
+    """The database in the file; a damaged or unusable file is an error, never overwritten."""
     path = location.path
     assert path is not None
     connection = connect(path, busy_timeout)
     try:
-        saver = CheckedSqliteSaver(connection, serde=strict_serializer())
         try:
-            saver.setup()
+            create_tables(connection)
         except sqlite3.DatabaseError as exc:
             raise database_error(path, exc) from exc
         try:
-            yield SqliteDatabase(location, saver)
+            yield SqliteDatabase(location, connection)
         except sqlite3.DatabaseError as exc:
             # The one boundary for what the file does after it was opened (damaged, full, locked,
             # read-only) during any command; a misused API (ProgrammingError…) stays a bug.
@@ -112,6 +141,16 @@ def connect(path: Path, busy_timeout: float) -> sqlite3.Connection:
     except sqlite3.DatabaseError as exc:
         raise database_error(path, exc) from exc
     return connection
+
+
+def create_tables(connection: sqlite3.Connection) -> None:
+    connection.executescript(TABLES)
+    # SqliteSaver's own migration, as its setup() does it: databases from before `task_path`.
+    try:
+        connection.execute("ALTER TABLE writes ADD COLUMN task_path TEXT NOT NULL DEFAULT ''")
+    except sqlite3.OperationalError as exc:
+        if "duplicate column name" not in str(exc) and "readonly database" not in str(exc):
+            raise
 
 
 def check_file(path: Path) -> None:
@@ -202,9 +241,35 @@ def _disk_full(path: Path) -> bool:
         return False
 
 
+@functools.cache
+def checked_saver_class() -> type[SqliteSaver]:
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from app.db.strict import CheckedReads
+
+    class CheckedSqliteSaver(CheckedReads, SqliteSaver):
+        """SqliteSaver whose reads refuse tampered or damaged data (app/db/strict.py)."""
+
+    return CheckedSqliteSaver
+
+
 class SqliteDatabase(Database):
+    """Waypoint's SQL on one connection; the saver on the same connection, under the same lock,
+    made when first asked for (LangGraph is imported then, not by the listings)."""
+
     kind = "sqlite"
-    saver: SqliteSaver
+
+    def __init__(self, location: DatabaseLocation, connection: sqlite3.Connection) -> None:
+        super().__init__(location)
+        self.connection = connection
+        self.lock = threading.Lock()
+
+    @functools.cached_property
+    def saver(self) -> SqliteSaver:
+        saver = checked_saver_class()(self.connection, serde=checkpoint_serializer())
+        saver.lock = self.lock  # one lock for the one connection
+        saver.setup()
+        return saver
 
     @property
     def path(self) -> Path:
@@ -212,8 +277,8 @@ class SqliteDatabase(Database):
         return self.location.path
 
     def _rows(self, sql: str, params: tuple | dict = ()) -> list[tuple]:
-        with self.saver.lock:
-            return self.saver.conn.execute(sql, params).fetchall()
+        with self.lock:
+            return self.connection.execute(sql, params).fetchall()
 
     def thread_rows(self) -> list[ThreadRow]:
         return [ThreadRow(*row) for row in self._rows(LIST_THREADS_SQL)]
@@ -301,6 +366,33 @@ class SqliteDatabase(Database):
             with self._transaction(write=True) as conn:
                 conn.execute("DELETE FROM waypoint_threads WHERE thread_id = ?", (thread_id,))
 
+    def stored_checkpoints(self, thread_id: str, checkpoint_ids: Collection[str]) -> dict[str, Any]:
+        found = {}
+        for ids in chunks(checkpoint_ids):
+            sql = f"SELECT checkpoint_id, type, checkpoint FROM checkpoints WHERE {ROOT} AND checkpoint_id IN ({marks(ids)})"
+            for checkpoint_id, type_, blob in self._rows(sql, (thread_id, *ids)):
+                found[checkpoint_id] = _decoded(thread_id, checkpoint_id, type_, blob)
+        return found
+
+    def stored_writes(
+        self, thread_id: str, checkpoint_ids: Collection[str], channel: str | None = None
+    ) -> dict[str, list[StoredWrite]]:
+        found: dict[str, list[StoredWrite]] = {}
+        for ids in chunks(checkpoint_ids):
+            sql = (
+                "SELECT checkpoint_id, task_path, task_id, idx, channel, type, value FROM writes "
+                f"WHERE {ROOT} AND checkpoint_id IN ({marks(ids)})"
+                + (" AND channel = ?" if channel is not None else "")
+                + " ORDER BY checkpoint_id, task_path, task_id, idx"
+            )
+            params = (thread_id, *ids, *([channel] if channel is not None else []))
+            for checkpoint_id, path, task, idx, name, type_, blob in self._rows(sql, params):
+                value = _decoded(thread_id, checkpoint_id, type_, blob)
+                found.setdefault(checkpoint_id, []).append(
+                    StoredWrite(path, task, idx, name, value)
+                )
+        return found
+
     def health(self) -> Health:
         try:
             verdict = self._rows("PRAGMA quick_check")[0][0]
@@ -353,8 +445,8 @@ class SqliteDatabase(Database):
     @contextlib.contextmanager
     def _transaction(self, *, write: bool) -> Iterator[sqlite3.Connection]:
         """Take the write lock now (BEGIN IMMEDIATE) and commit everything or nothing."""
-        conn = self.saver.conn
-        with self.saver.lock:
+        conn = self.connection
+        with self.lock:
             conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             try:
                 yield conn
@@ -367,11 +459,11 @@ class SqliteDatabase(Database):
         """Fold the WAL in and rebuild the file so that freed pages return to the disk."""
         before = self._file_bytes()
         try:
-            with self.saver.lock:
-                self.saver.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-                self.saver.conn.execute("VACUUM")
+            with self.lock:
+                self.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                self.connection.execute("VACUUM")
                 # In WAL mode VACUUM writes the rebuilt pages to the WAL; fold them in now.
-                self.saver.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                self.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         except sqlite3.OperationalError as exc:
             raise database_error(self.path, exc) from exc
         return SpaceReport(before, self._file_bytes())
@@ -379,3 +471,22 @@ class SqliteDatabase(Database):
     def _file_bytes(self) -> int:
         paths = (self.path, self.path.with_name(self.path.name + "-wal"))
         return sum(path.stat().st_size for path in paths if path.exists())
+
+
+def _decoded(thread_id: str, checkpoint_id: str, type_: str, blob: bytes) -> Any:
+    try:
+        return decode(type_, blob)
+    except UnreadableCheckpointError as exc:
+        exc.thread_id, exc.checkpoint_id = thread_id, checkpoint_id
+        raise
+
+
+def chunks(ids: Collection[str], size: int = 500) -> Iterator[list[str]]:
+    """The ids in groups SQLite takes as parameters of one statement."""
+    ordered = list(ids)
+    for start in range(0, len(ordered), size):
+        yield ordered[start : start + size]
+
+
+def marks(ids: list[str]) -> str:
+    return ", ".join("?" * len(ids))

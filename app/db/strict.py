@@ -10,73 +10,45 @@ no caller ever sees it.
 from __future__ import annotations
 
 import contextlib
+import copy
 import importlib
-from collections.abc import Iterator, Mapping, Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import ormsgpack
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple, DeltaChannelHistory
-from langgraph.checkpoint.serde import _msgpack as lg_msgpack
 from langgraph.checkpoint.serde import jsonplus
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
-from app.errors import ConfigError
+from app.db import raw
+from app.db.raw import MESSAGE_CHANNELS
+from app.db.unreadable import SHAPE_ERRORS, UnreadableCheckpointError
 
-# What `JsonPlusSerializer.dumps_typed` writes; "pickle" and the legacy "json" reviver never load.
-LOADABLE_TYPES = frozenset({"msgpack", "null", "bytes", "bytearray"})
-# Channels that hold messages: add_messages would turn a stray string or dict there into a message.
-MESSAGE_CHANNELS = frozenset({"messages"})
-# What a decoder, LangGraph's loading code or a mistyped value raises on data of the wrong shape.
-SHAPE_ERRORS = (
-    ValueError,
-    TypeError,
-    KeyError,
-    AttributeError,
-    IndexError,
-    NotImplementedError,
-    RecursionError,
-    OverflowError,
-)
-CONSTRUCTORS = {
-    jsonplus.EXT_CONSTRUCTOR_SINGLE_ARG: lambda cls, args: cls(args),
-    jsonplus.EXT_CONSTRUCTOR_POS_ARGS: lambda cls, args: cls(*args),
-    jsonplus.EXT_CONSTRUCTOR_KW_ARGS: lambda cls, args: cls(**args),
-    jsonplus.EXT_PYDANTIC_V1: lambda cls, args: cls(**args),
-    jsonplus.EXT_PYDANTIC_V2: lambda cls, args: cls(**args),
+__all__ = ["SHAPE_ERRORS", "UnreadableCheckpointError"]  # with the serializer and the checks below
+BUILD = {
+    raw.EXT_CONSTRUCTOR_SINGLE_ARG: lambda cls, args: cls(args),
+    raw.EXT_CONSTRUCTOR_POS_ARGS: lambda cls, args: cls(*args),
+    raw.EXT_CONSTRUCTOR_KW_ARGS: lambda cls, args: cls(**args),
+    raw.EXT_PYDANTIC_V1: lambda cls, args: cls(**args),
+    raw.EXT_PYDANTIC_V2: lambda cls, args: cls(**args),
 }
 
 
-class UnreadableCheckpointError(ValueError):
-    """Raised by every read of the saver when a stored checkpoint or write does not decode, holds a
-    type outside the allowlist, or has the wrong shape; prune leaves its thread alone."""
-
-    def __init__(
-        self, reason: str, thread_id: str | None = None, checkpoint_id: str | None = None
-    ) -> None:
-        super().__init__(reason)
-        self.reason, self.thread_id, self.checkpoint_id = reason, thread_id, checkpoint_id
-
-
-def unreadable(thread_id: str | None, checkpoint: str | None, reason: str) -> ConfigError:
-    """The error the person at the terminal gets for an unreadable checkpoint (exit 3)."""
-    return ConfigError(
-        f"checkpoint {checkpoint or 'head'} of thread {thread_id} is unreadable ({reason[:200]}); "
-        "it was not loaded. Continue in another thread, or restore the database from a backup"
-    )
-
-
 class StrictSerializer(jsonplus.JsonPlusSerializer):
-    """LangGraph's serializer for writing; for reading, only LangGraph's safe types are rebuilt, and
-    a blocked or unbuildable object is an UnreadableCheckpointError, never its raw payload."""
+    """LangGraph's serializer for writing; for reading, only LangGraph's safe types are rebuilt (the
+    allowlist of app/db/raw.py), and a blocked or unbuildable object is an
+    UnreadableCheckpointError, never its raw payload."""
 
     def __init__(self) -> None:
         super().__init__(allowed_msgpack_modules=None)
 
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
         type_, blob = data
-        if type_ not in LOADABLE_TYPES:
+        if type_ not in raw.LOADABLE_TYPES:
             raise UnreadableCheckpointError(f"unsupported serialisation type {str(type_)[:40]!r}")
         if type_ != "msgpack":
             return super().loads_typed(data)
@@ -86,41 +58,59 @@ class StrictSerializer(jsonplus.JsonPlusSerializer):
             try:
                 return _revive(code, payload, hook)
             except Exception as exc:  # ormsgpack replaces it with a bare ValueError: keep the why
-                refusals.append(str(exc) if isinstance(exc, _Refused) else _named(exc))
+                refusals.append(str(exc) if isinstance(exc, raw.Refused) else raw.named(exc))
                 raise
 
         try:
-            return ormsgpack.unpackb(blob, ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS)
+            return ormsgpack.unpackb(blob, ext_hook=hook, option=raw.UNPACK_OPTIONS)
         except SHAPE_ERRORS as exc:
-            raise UnreadableCheckpointError(refusals[0] if refusals else _named(exc)) from None
+            raise UnreadableCheckpointError(refusals[0] if refusals else raw.named(exc)) from None
 
 
-class _Refused(Exception):
-    """An object the allowlist does not let a checkpoint rebuild."""
+class Snapshots:
+    """The values of the DeltaChannel snapshots read last, by their stored bytes.
+
+    Every run of a turn loads the thread: the messages of its latest snapshot (LangGraph stores one
+    every 100 message writes) and the writes since. Decoding the snapshot means building every
+    message of the conversation again, the one cost of a turn that grows with the thread; the
+    same bytes decode to the same messages, so they are decoded (and checked) once. A changed blob
+    is other bytes, decoded afresh; every load gets its own list (messages are never changed in
+    place: a changed message is a new one with the same id)."""
+
+    def __init__(self, size: int = 8) -> None:
+        self.size = size
+        self._values: OrderedDict[bytes, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def value(self, payload: bytes, decode: Callable[[], Any]) -> Any:
+        with self._lock:
+            if payload in self._values:
+                self._values.move_to_end(payload)
+                return copy.copy(self._values[payload])
+        value = decode()
+        with self._lock:
+            self._values[payload] = value
+            while len(self._values) > self.size:
+                self._values.popitem(last=False)
+        return copy.copy(value)
+
+
+SNAPSHOTS = Snapshots()
 
 
 def _revive(code: int, payload: bytes, hook: Any) -> Any:
-    data = ormsgpack.unpackb(payload, ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS)
-    if code == jsonplus.EXT_DELTA_SNAPSHOT:
-        return _DeltaSnapshot(data)
-    if not isinstance(data, list | tuple) or len(data) < 3:
-        raise _Refused(f"a msgpack extension {code} of the wrong shape")
-    module, name, args = data[0], data[1], data[2]
-    if code == jsonplus.EXT_METHOD_SINGLE_ARG and len(data) > 3:
-        if (module, name, data[3]) not in lg_msgpack.SAFE_MSGPACK_METHODS:
-            raise _Refused(f"the call {module}.{name}.{data[3]} is not allowed")
-        return getattr(getattr(importlib.import_module(module), name), data[3])(args)
-    if code not in CONSTRUCTORS:
-        raise _Refused(f"an unknown msgpack extension {code}")
-    if (module, name) not in lg_msgpack.SAFE_MSGPACK_TYPES:
-        raise _Refused(f"the type {str(module)[:60]}.{str(name)[:60]} is not allowed")
-    if (module, name) == ("langgraph.types", "Send"):
-        return jsonplus._send_from_args(args)
-    return CONSTRUCTORS[code](getattr(importlib.import_module(module), name), args)
+    def unpacked() -> Any:
+        return ormsgpack.unpackb(payload, ext_hook=hook, option=raw.UNPACK_OPTIONS)
 
-
-def _named(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"
+    if code == raw.EXT_DELTA_SNAPSHOT:
+        return _DeltaSnapshot(SNAPSHOTS.value(bytes(payload), unpacked))
+    found = raw.stored_object(code, unpacked())
+    owner = getattr(importlib.import_module(found.module), found.name)
+    if found.method is not None:
+        return getattr(owner, found.method)(found.args)
+    if (found.module, found.name) == ("langgraph.types", "Send"):
+        return jsonplus._send_from_args(found.args)
+    return BUILD[found.code](owner, found.args)
 
 
 # --- the saver's reads ------------------------------------------------------------------------------
@@ -164,9 +154,9 @@ class CheckedReads:
             for channel, entry in history.items():
                 if channel in MESSAGE_CHANNELS:
                     if "seed" in entry:
-                        _require_messages(entry["seed"], f"the stored {channel}")
+                        BUILT.messages(entry["seed"], f"the stored {channel}")
                     for write in entry["writes"]:
-                        _require_messages(write[2], f"a write to {channel}")
+                        BUILT.messages(write[2], f"a write to {channel}")
             return history
 
 
@@ -181,68 +171,19 @@ def _reading(config: RunnableConfig | None, default: str | None = None) -> Itera
         exc.checkpoint_id = exc.checkpoint_id or checkpoint_id or default
         raise
     except SHAPE_ERRORS as exc:
-        raise UnreadableCheckpointError(_named(exc), thread_id, checkpoint_id or default) from exc
+        raise UnreadableCheckpointError(
+            raw.named(exc), thread_id, checkpoint_id or default
+        ) from exc
+
+
+BUILT = raw.Shapes(lambda m: isinstance(m, BaseMessage), _DeltaSnapshot)
 
 
 def _checked_tuple(item: CheckpointTuple | None) -> CheckpointTuple | None:
     if item is None:
         return None
-    checkpoint = item.checkpoint
-    _require(isinstance(checkpoint, dict), "it is not a checkpoint")
-    _require(isinstance(checkpoint.get("id"), str), "it has no id")
-    for key in ("channel_values", "channel_versions", "versions_seen"):
-        _require(isinstance(checkpoint.get(key), dict), f"its {key} is not a mapping")
-    _require(
-        all(_is_version(v) for v in checkpoint["channel_versions"].values()),
-        "its channel versions are not versions",
-    )
-    _require(
-        all(
-            isinstance(seen, dict) and all(_is_version(v) for v in seen.values())
-            for seen in checkpoint["versions_seen"].values()
-        ),
-        "its versions seen are not versions",
-    )
-    updated = checkpoint.get("updated_channels")
-    _require(
-        updated is None or (isinstance(updated, list) and all(isinstance(c, str) for c in updated)),
-        "its updated channels are not names",
-    )
-    for channel in MESSAGE_CHANNELS & checkpoint["channel_values"].keys():
-        _require_messages(checkpoint["channel_values"][channel], f"the stored {channel}")
-    _require(isinstance(item.metadata, dict), "its metadata is not a mapping")
+    BUILT.checkpoint(item.checkpoint)
+    raw.require(isinstance(item.metadata, dict), "its metadata is not a mapping")
     for write in item.pending_writes or []:
-        _require(
-            isinstance(write, tuple | list)
-            and len(write) == 3
-            and isinstance(write[0], str)
-            and isinstance(write[1], str),
-            "a pending write is not a write",
-        )
-        if write[1] in MESSAGE_CHANNELS:
-            _require_messages(write[2], f"a write to {write[1]}")
+        BUILT.write(write)
     return item
-
-
-def _require_messages(value: Any, what: str) -> None:
-    if isinstance(value, _DeltaSnapshot):
-        value = value.value
-    items = value if isinstance(value, list | tuple) else [value]
-    for item in items:
-        _require(
-            isinstance(item, BaseMessage), f"{what} holds a {type(item).__name__}, not a message"
-        )
-
-
-def _is_version(value: Any) -> bool:
-    """A channel version: a number, or the savers' "<number>.<random>" string (they parse the
-    number to make the next version)."""
-    if isinstance(value, str):
-        number = value.split(".", 1)[0]
-        return number.isascii() and number.isdigit()
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _require(condition: bool, reason: str) -> None:
-    if not condition:
-        raise UnreadableCheckpointError(reason)

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import os
-
-from langchain_core.language_models import BaseChatModel
+from typing import TYPE_CHECKING
 
 from app.errors import ConfigError
+
+if (
+    TYPE_CHECKING
+):  # LangChain loads with a model, not with this package (the REPL's banner needs it)
+    from langchain_core.language_models import BaseChatModel
 
 TOOL_PROTOCOLS = ("native", "react")
 

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from app.config import StrategyName
 from app.errors import UsageError
-from app.service.timetravel import TurnSummary
+from app.service.history import TurnSummary
 from app.store import validate_thread_id
 
 

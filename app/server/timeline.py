@@ -10,8 +10,8 @@ from app.db import thread_interrupted
 from app.db.base import Database
 from app.service import api
 from app.service.events import message_dict
+from app.service.index import CheckpointIndex, CheckpointRow
 from app.service.threads import load_state, thread_graph
-from app.service.timetravel import CheckpointIndex, CheckpointRow
 
 TURNS_SHOWN = 50
 

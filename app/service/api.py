@@ -6,71 +6,35 @@ what it read cannot change under it. Turns themselves run through `Runtime.sessi
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
-
-from langgraph.errors import InvalidUpdateError
 
 from app.db import lock_thread
 from app.db.base import Database, ThreadInfo, ThreadRow
 from app.errors import ConflictError, ThreadNotFoundError, UsageError
-from app.service.replay import nothing_to_rerun
+from app.service.history import history
+from app.service.index import CheckpointIndex, CheckpointRow
 from app.service.threads import checkpoint_time, load_state, reading, thread_config, thread_graph
-from app.service.timetravel import (
-    CheckpointIndex,
-    CheckpointRow,
-    RollbackReport,
-    StateDiff,
-    TurnSummary,
-    diff_states,
-    fork_at,
-    rollback_to,
-    state_at,
-    turn_history,
-)
-from app.service.workspace_sync import WorkspaceReport, restore_workspace
 from app.store import validate_thread_id
 from app.text import plural
 
+# `history`, `checkpoints` and the thread records need no LangGraph: the services that load states
+# import it when called.
 if TYPE_CHECKING:
     from langgraph.types import StateSnapshot
 
     from app.service.archive import ImportReport
     from app.service.maintenance import DeleteReport
+    from app.service.timetravel import RollbackReport, StateDiff
+    from app.service.workspace_sync import WorkspaceReport
+
+__all__ = ["history"]  # the `history` service is written in app/service/history.py
 
 
 def checkpoints(database: Database, thread_id: str) -> CheckpointIndex:
     """Every checkpoint of the thread (ids, parents, turns, writers), read without deserialising."""
     return CheckpointIndex(database, validate_thread_id(thread_id))
-
-
-@dataclass(frozen=True)
-class History:
-    """A thread's turns on its current branch (newest first, at most the limit asked for), and
-    every checkpoint of the thread (oldest first) with the ids on the current branch."""
-
-    index: CheckpointIndex
-    turns: list[TurnSummary]
-    total_turns: int
-    on_branch: frozenset[str]
-
-    @property
-    def head(self) -> CheckpointRow:
-        return self.index.head
-
-
-def history(database: Database, thread_id: str, limit: int | None = None) -> History:
-    index = CheckpointIndex(database, validate_thread_id(thread_id))
-    graph = thread_graph(database.saver, thread_id)
-    load_state(graph, thread_id)  # an unreadable head is an error, not a partial listing
-    branch = index.branch()
-    return History(
-        index,
-        turn_history(graph, index, limit),
-        len({r.turn for r in branch if r.turn is not None}),
-        frozenset(r.checkpoint_id for r in branch),
-    )
 
 
 @dataclass(frozen=True)
@@ -83,6 +47,8 @@ class CheckpointState:
 
 def checkpoint_state(database: Database, thread_id: str, ref: str | None = None) -> CheckpointState:
     """The full state at checkpoint `ref` (an id or a unique part of one; default: the head)."""
+    from app.service.timetravel import state_at
+
     index = CheckpointIndex(database, validate_thread_id(thread_id))
     row = index.resolve(ref) if ref else index.head
     snapshot = state_at(thread_graph(database.saver, thread_id), thread_id, row.checkpoint_id)
@@ -97,6 +63,8 @@ class Diff:
 
 
 def diff(database: Database, thread_id: str, before: str, after: str) -> Diff:
+    from app.service.timetravel import diff_states, state_at
+
     index = CheckpointIndex(database, validate_thread_id(thread_id))
     graph = thread_graph(database.saver, thread_id)
     a, b = index.resolve(before), index.resolve(after)
@@ -118,6 +86,8 @@ def rollback(
 ) -> RollbackReport:
     """Undo the last `turns` turns, or go back to `checkpoint` (exactly one of them); the files in
     `workspace` (None: leave them) follow the conversation back."""
+    from app.service.timetravel import rollback_to
+
     if (turns is None) == (checkpoint is None):
         raise UsageError("give exactly one of --turns N or --checkpoint ID")
     with lock_thread(database.location, validate_thread_id(thread_id)):
@@ -146,7 +116,7 @@ class ForkReport:
     thread_id: str
     source: CheckpointRow
     head: str
-    workspace: WorkspaceReport = field(default_factory=WorkspaceReport)
+    workspace: WorkspaceReport
 
 
 def fork(
@@ -159,6 +129,8 @@ def fork(
     force: bool = False,
 ) -> ForkReport:
     """A new thread `to` whose state is the thread's state at `checkpoint` (default: the head)."""
+    from app.service.timetravel import fork_at
+
     validate_thread_id(thread_id)
     with lock_thread(database.location, validate_thread_id(to)):
         index = CheckpointIndex(database, thread_id)
@@ -194,6 +166,10 @@ def prepare_replay(
 ) -> ReplayStart:
     """Resolve the replay's start and restore `workspace` (None: leave the files) to it. `check`
     sees the start state first and may refuse the replay (raise) before anything changes."""
+    from app.service.replay import nothing_to_rerun
+    from app.service.timetravel import state_at
+    from app.service.workspace_sync import WorkspaceReport, restore_workspace
+
     with lock_thread(database.location, validate_thread_id(thread_id)):
         index = CheckpointIndex(database, thread_id)
         row = index.resolve(checkpoint)
@@ -351,6 +327,8 @@ def update_state(
 ) -> str:
     """Write `values` to the thread as if `as_node` had (LangGraph's update_state), on top of
     the head or of `checkpoint_id` (a new branch from there); returns the new checkpoint's id."""
+    from langgraph.errors import InvalidUpdateError
+
     with lock_thread(database.location, validate_thread_id(thread_id)):
         graph = thread_graph(database.saver, thread_id)
         if checkpoint_id is not None:
@@ -396,6 +374,8 @@ def head_state(
     if not database.thread_exists(thread_id):
         thread_view(database, thread_id)
         return None
+    from app.service.timetravel import state_at
+
     graph = thread_graph(database.saver, thread_id)
     if checkpoint_id is None:
         return load_state(graph, thread_id)

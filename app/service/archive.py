@@ -27,6 +27,7 @@ from langgraph.checkpoint.base import (
 )
 
 from app.db.base import Database
+from app.db.compressed import uncompressed
 from app.db.strict import SHAPE_ERRORS, UnreadableCheckpointError
 from app.errors import UsageError
 from app.service.threads import load_state, reading, thread_config
@@ -134,7 +135,7 @@ def _head(checkpoint_id: str | None, values: dict) -> dict:
 
 
 def _dump(saver: BaseCheckpointSaver, value: Any) -> dict:
-    type_, data = saver.serde.dumps_typed(value)
+    type_, data = uncompressed(saver.serde).dumps_typed(value)
     return {"type": type_, "data": base64.b64encode(data).decode("ascii")}
 
 

@@ -23,6 +23,8 @@ log = logging.getLogger(__name__)
 
 MAX_EXPERIENCE_CHARS = 300
 MAX_EXPERIENCES_PER_USER = 200
+# Pruning lists every entry: it waits until a tenth more than the maximum have accumulated.
+PRUNE_EVERY_FRACTION = 10
 MAX_PROMPT_EXPERIENCES = 5
 EXPERIENCE_HEADER = "Relevant past experience (from earlier conversations):"
 EXPERIENCE_FOOTER = (
@@ -162,7 +164,7 @@ def record_experience(
     """Remember how a finished turn went, honestly (`honest_status`: only a success keeps the gist
     of its answer). Failed and cancelled turns, and requests with no topic words ("thanks", "ok"),
     are skipped. One entry per thread and turn (a replay replaces it); only the newest
-    MAX_EXPERIENCES_PER_USER are kept. A busy database skips the entry: memory is an aid, and a
+    MAX_EXPERIENCES_PER_USER are kept (pruned back to that once a tenth more have accumulated). A busy database skips the entry: memory is an aid, and a
     turn that is already answered must not fail because of it."""
     if outcome_status in SKIPPED_STATUSES or not query_terms(
         request, keep_stopwords_if_alone=False
@@ -182,7 +184,12 @@ def record_experience(
             status=outcome_status,
             tools=list(dict.fromkeys(tools_used)),
         )
-        store.prune("experiences", user, keep=MAX_EXPERIENCES_PER_USER)
+        store.prune(
+            "experiences",
+            user,
+            keep=MAX_EXPERIENCES_PER_USER,
+            slack=MAX_EXPERIENCES_PER_USER // PRUNE_EVERY_FRACTION,
+        )
     except sqlite3.OperationalError as exc:
         if not _busy(exc):
             raise

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-import uuid
 from collections.abc import Collection
-from datetime import datetime
 
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -29,21 +27,24 @@ from app.service.head import HeadCache
 from app.service.recovery import pending_approval, repair_interrupted, turn_metadata
 from app.service.replay import ReplayConfirm, nothing_to_rerun, replay_from
 from app.service.run import ThreadGraph, TurnInterrupted, TurnResult, TurnRun
-from app.service.threads import load_state, thread_config
-from app.store import validate_thread_id
+from app.service.threads import load_state, strategy_graph, thread_config
+from app.store import new_thread_id, validate_thread_id
 from graphs.shared.messages import dangling_tool_calls, new_message_id
 from graphs.state import AgentContext
 from graphs.strategies import get_strategy, stored_strategy
 from tools.file_tools import sparing
 from tools.memory import MemoryStore
 
-__all__ = ["Approver", "ChatSession", "ReplayConfirm", "TurnInterrupted", "TurnResult"]
+__all__ = [
+    "Approver",
+    "ChatSession",
+    "ReplayConfirm",
+    "TurnInterrupted",
+    "TurnResult",
+    "new_thread_id",
+]
 
 PREVIEW_CHARS = 80
-
-
-def new_thread_id() -> str:
-    return f"{datetime.now():%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:4]}"
 
 
 def clean_input(text: str, max_chars: int) -> str:
@@ -86,7 +87,7 @@ class ChatSession:
             if strategy and stored and strategy != stored
             else ""
         )
-        self.graph = self.strategy.build(saver)
+        self.graph = strategy_graph(self.strategy.name, saver)
         self.head = HeadCache(self.graph, self.thread_id)
         # Set from another thread (the HTTP server's cancel route) to stop the running turn the
         # way Ctrl-C does, once the step in progress has finished.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import uuid
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
@@ -10,7 +11,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from app.db.base import Database
-from app.db.strict import SHAPE_ERRORS, UnreadableCheckpointError, unreadable
+from app.db.unreadable import SHAPE_ERRORS, UnreadableCheckpointError, unreadable
 
 __all__ = ["unreadable"]  # with the services below
 
@@ -117,6 +118,20 @@ def thread_exists(database: Database, thread_id: str) -> bool:
 def thread_graph(checkpointer: BaseCheckpointSaver, thread_id: str) -> CompiledStateGraph:
     """The compiled graph of the thread's own strategy (react for a new thread), so its state
     fields (plan, lessons, …) and pending steps (`executor`, …) read as that strategy wrote them."""
-    from graphs.strategies import get_strategy, stored_strategy
+    from graphs.strategies import stored_strategy
 
-    return get_strategy(stored_strategy(checkpointer, thread_id) or "react").build(checkpointer)
+    return strategy_graph(stored_strategy(checkpointer, thread_id) or "react", checkpointer)
+
+
+def strategy_graph(strategy: str, checkpointer: BaseCheckpointSaver) -> CompiledStateGraph:
+    """The strategy's graph on `checkpointer`: compiled once per process (a few ms each time, in
+    every `chat -m` and server request), then copied onto the checkpointer, as LangGraph's own
+    `with_config` copies a compiled graph."""
+    return _compiled(strategy).copy({"checkpointer": checkpointer})
+
+
+@functools.cache
+def _compiled(strategy: str) -> CompiledStateGraph:
+    from graphs.strategies import get_strategy
+
+    return get_strategy(strategy).build(None)

@@ -12,22 +12,25 @@ import builtins
 import contextlib
 import hashlib
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langgraph.store.base import GetOp, Item, PutOp
-from langgraph.store.sqlite import SqliteStore
 
 from tools.errors import ToolInputError, ToolLimitError
 from tools.memory.connection import connect
 from tools.memory.index import Fts5Index, MemoryIndex, PostgresTermIndex
 from tools.memory.item import Kind, MemoryItem, user_label
 from tools.memory.text import MAX_INDEX_CHARS, clean_text, fact_key, index_terms, query_terms
+
+if TYPE_CHECKING:
+    from langgraph.store.sqlite import SqliteStore
 
 POSTGRES_URL = ("postgresql://", "postgres://")
 
@@ -36,6 +39,22 @@ MAX_MEMORIES_PER_USER = 1000
 
 _LIST_CAP = 10_000
 _PAGE = 1000
+
+
+def sqlite_store_class() -> type[SqliteStore]:
+    """LangGraph's SqliteStore, imported without numpy: its module imports `sqlite_vec` for vector
+    search, which Waypoint's memory does not use, and `sqlite_vec` imports numpy only to offer a
+    numpy helper (~140 ms of every turn's start-up). numpy is hidden while it is imported, unless
+    something already loaded it."""
+    hide = "numpy" not in sys.modules
+    if hide:
+        sys.modules["numpy"] = None  # type: ignore[assignment]  (import numpy → ImportError)
+    try:
+        from langgraph.store.sqlite import SqliteStore
+    finally:
+        if hide:
+            del sys.modules["numpy"]
+    return SqliteStore
 
 
 def _rowid(kind: str, label: str, key: str) -> int:
@@ -53,7 +72,7 @@ class MemoryStore:
                 raise ValueError(
                     "MemoryStore needs an autocommit connection (isolation_level=None)"
                 )
-            self.store: Any = SqliteStore(connection)
+            self.store: Any = sqlite_store_class()(connection)
             _setup_store(self.store)
             self.index: MemoryIndex = Fts5Index(connection, self.store.lock)
         else:  # a psycopg connection (autocommit, dict rows), as PostgresStore requires
@@ -231,9 +250,11 @@ class MemoryStore:
             self.index.delete([_rowid(kind, label, key) for key in keys])
         return len(existing)
 
-    def prune(self, kind: Kind, user: str, keep: int) -> int:
-        """Delete all but the ``keep`` newest items; returns how many were deleted."""
-        if self.count(kind, user) <= keep:
+    def prune(self, kind: Kind, user: str, keep: int, slack: int = 0) -> int:
+        """Delete all but the ``keep`` newest items once there are more than ``keep + slack``
+        (listing every item costs as much as there are: with a slack, a writer after every turn
+        pays it once every ``slack`` turns); returns how many were deleted."""
+        if self.count(kind, user) <= keep + slack:
             return 0
         return self.delete(kind, user, [item.key for item in self.list(user, kind=kind)[keep:]])
 

@@ -2,6 +2,7 @@
 interface. model.py is the chat model; intents.py and facts.py read requests, answers.py writes
 the replies, structured.py answers structured-output requests (plans, verdicts, lessons, routes)."""
 
-from app.models.offline.model import OFFLINE_NOTICE, OfflineChatModel
+from app.models.notice import OFFLINE_NOTICE
+from app.models.offline.model import OfflineChatModel
 
 __all__ = ["OFFLINE_NOTICE", "OfflineChatModel"]

@@ -29,10 +29,6 @@ from graphs.shared.messages import USER_TEXT, without_notes
 from graphs.shared.requests import request_of
 from graphs.shared.summarize import TRANSCRIPT_LABELS, is_summary
 
-OFFLINE_NOTICE = (
-    "offline: Waypoint's embedded intent planner (deterministic, no network) — not a language model"
-)
-
 
 class OfflineChatModel(BaseChatModel):
     """Plans tool calls from the request and answers from the tool results; deterministic."""
