@@ -27,6 +27,7 @@ from graphs.plan.routing import (
     route_at_plan_start,
 )
 from graphs.plan.state import PLAN_TURN_RESET, PlanState
+from graphs.shared.changes import changes_only
 from graphs.shared.closing import failure_handler, finalize, on_node_error
 from graphs.shared.recovery import retry
 from graphs.shared.summarize import summarize
@@ -37,14 +38,14 @@ from graphs.spec import RunSpec
 def build_plan_graph(checkpointer: BaseCheckpointSaver | None = None) -> CompiledStateGraph:
     graph = StateGraph(PlanState, context_schema=RunSpec)
     graph.set_node_defaults(error_handler=on_node_error)
-    graph.add_node("begin_turn", begin_turn("plan", PLAN_TURN_RESET))
-    graph.add_node("planner", planner)
-    graph.add_node("executor", executor)
-    graph.add_node("synthesizer", synthesizer)
-    graph.add_node("retry", retry)
-    graph.add_node("summarize", summarize)
-    graph.add_node("failure_handler", failure_handler)
-    graph.add_node("finalize", finalize)
+    graph.add_node("begin_turn", changes_only(begin_turn("plan", PLAN_TURN_RESET)))
+    graph.add_node("planner", changes_only(planner))
+    graph.add_node("executor", changes_only(executor))
+    graph.add_node("synthesizer", changes_only(synthesizer))
+    graph.add_node("retry", changes_only(retry))
+    graph.add_node("summarize", changes_only(summarize))
+    graph.add_node("failure_handler", changes_only(failure_handler))
+    graph.add_node("finalize", changes_only(finalize))
 
     graph.add_edge(START, "begin_turn")
     graph.add_conditional_edges("begin_turn", route_at_plan_start)

@@ -23,6 +23,7 @@ from langgraph.graph.state import CompiledStateGraph
 
 from graphs.react.nodes import agent, tools
 from graphs.react.routing import route_after_agent, route_after_tools, route_at_start
+from graphs.shared.changes import changes_only
 from graphs.shared.closing import failure_handler, finalize, on_node_error
 from graphs.shared.recovery import retry
 from graphs.shared.summarize import summarize
@@ -34,13 +35,13 @@ from graphs.state import AgentContext, AgentState
 def build_graph(checkpointer: BaseCheckpointSaver | None = None) -> CompiledStateGraph:
     graph = StateGraph(AgentState, context_schema=RunSpec)
     graph.set_node_defaults(error_handler=on_node_error)
-    graph.add_node("begin_turn", begin_turn("react", {}))
-    graph.add_node("agent", agent)
-    graph.add_node("tools", tools)
-    graph.add_node("retry", retry)
-    graph.add_node("failure_handler", failure_handler)
-    graph.add_node("finalize", finalize)
-    graph.add_node("summarize", summarize)
+    graph.add_node("begin_turn", changes_only(begin_turn("react", {})))
+    graph.add_node("agent", changes_only(agent))
+    graph.add_node("tools", changes_only(tools))
+    graph.add_node("retry", changes_only(retry))
+    graph.add_node("failure_handler", changes_only(failure_handler))
+    graph.add_node("finalize", changes_only(finalize))
+    graph.add_node("summarize", changes_only(summarize))
 
     graph.add_edge(START, "begin_turn")
     graph.add_conditional_edges("begin_turn", route_at_start)

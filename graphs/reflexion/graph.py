@@ -20,6 +20,7 @@ from langgraph.graph.state import CompiledStateGraph
 from graphs.reflexion.nodes import attempt, evaluate, reflect
 from graphs.reflexion.routing import route_after_attempt, route_after_evaluate
 from graphs.reflexion.state import REFLEXION_TURN_RESET, ReflexionState
+from graphs.shared.changes import changes_only
 from graphs.shared.closing import failure_handler, finalize, on_node_error
 from graphs.shared.recovery import retry
 from graphs.shared.turns import begin_turn
@@ -29,13 +30,13 @@ from graphs.spec import RunSpec
 def build_reflexion_graph(checkpointer: BaseCheckpointSaver | None = None) -> CompiledStateGraph:
     graph = StateGraph(ReflexionState, context_schema=RunSpec)
     graph.set_node_defaults(error_handler=on_node_error)
-    graph.add_node("begin_turn", begin_turn("reflexion", REFLEXION_TURN_RESET))
-    graph.add_node("attempt", attempt)
-    graph.add_node("evaluate", evaluate)
-    graph.add_node("reflect", reflect)
-    graph.add_node("retry", retry)
-    graph.add_node("failure_handler", failure_handler)
-    graph.add_node("finalize", finalize)
+    graph.add_node("begin_turn", changes_only(begin_turn("reflexion", REFLEXION_TURN_RESET)))
+    graph.add_node("attempt", changes_only(attempt))
+    graph.add_node("evaluate", changes_only(evaluate))
+    graph.add_node("reflect", changes_only(reflect))
+    graph.add_node("retry", changes_only(retry))
+    graph.add_node("failure_handler", changes_only(failure_handler))
+    graph.add_node("finalize", changes_only(finalize))
 
     graph.add_edge(START, "begin_turn")
     graph.add_edge("begin_turn", "attempt")
