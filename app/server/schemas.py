@@ -1,12 +1,12 @@
-"""Request and response bodies of the HTTP API (pydantic); shaped like the LangGraph server's."""
+"""Request and response bodies of Waypoint's own routes (the conveniences; the LangGraph Server API's
+bodies are in app/server/standard/)."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from app.config import StrategyName
 from app.errors import UsageError
 from app.service.history import TurnSummary
 from app.store import validate_thread_id
@@ -23,48 +23,6 @@ def _thread_id(value: str | None) -> str | None:
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-class ThreadCreate(Strict):
-    thread_id: str | None = Field(None, description="1-64 of [A-Za-z0-9._-]; made up if omitted")
-    if_exists: Literal["raise", "do_nothing"] = "raise"
-
-    _check_id = field_validator("thread_id")(_thread_id)
-
-
-class InputMessage(Strict):
-    role: Literal["user", "human"] = "user"
-    content: str
-
-
-class RunInput(Strict):
-    messages: list[InputMessage] = Field(min_length=1)
-
-
-class RunCreate(Strict):
-    """One user turn. Send `message`, or LangGraph's `input.messages` (the last one is used)."""
-
-    message: str | None = None
-    input: RunInput | None = None
-    approve: Literal["auto", "never"] | None = Field(
-        None, description="risky tool calls; default the server's policy (APP_APPROVE, or never)"
-    )
-    if_not_exists: Literal["reject", "create"] = "reject"
-    strategy: StrategyName | None = Field(
-        None, description="react | plan | reflexion | routed; default the thread's own (new: react)"
-    )
-    assistant_id: str | None = Field(None, description="accepted for LangGraph clients; ignored")
-    stream_mode: Any = Field(None, description="accepted for LangGraph clients; ignored")
-
-    @model_validator(mode="after")
-    def _one_message(self) -> RunCreate:
-        if (self.message is None) == (self.input is None):
-            raise ValueError('send exactly one of "message" or "input": {"messages": [...]}')
-        return self
-
-    @property
-    def text(self) -> str:
-        return self.message if self.input is None else self.input.messages[-1].content
 
 
 class RollbackRequest(Strict):
@@ -133,23 +91,6 @@ class History(BaseModel):
     tree: list[Segment]
 
 
-class Thread(BaseModel):
-    thread_id: str
-    title: str
-    turns: int
-    checkpoints: int
-    updated_at: str
-    size_bytes: int = 0
-    interrupted: bool = False
-
-
-class ThreadDetail(Thread):
-    head: str
-    next: list[str]
-    status: str | None
-    messages: list[dict]
-
-
 class RollbackResult(BaseModel):
     thread_id: str
     head: str
@@ -167,13 +108,6 @@ class ForkResult(BaseModel):
     workspace: list[str]
 
 
-class Deleted(BaseModel):
-    thread_id: str
-    checkpoints: int
-    writes: int
-    bytes_freed: int
-
-
 class Health(BaseModel):
     status: Literal["ok"] = "ok"
     version: str
@@ -185,8 +119,3 @@ class GraphView(BaseModel):
     mermaid: str
     nodes: list[dict]
     edges: list[dict]
-
-
-class Cancelled(BaseModel):
-    thread_id: str
-    status: Literal["cancelling"]

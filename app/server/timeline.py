@@ -6,18 +6,11 @@ Rollback and fork call the same services as the CLI (`app.service.timetravel`); 
 from __future__ import annotations
 
 from app.config import Settings
-from app.db import thread_interrupted
 from app.db.base import Database
 from app.service import api
-from app.service.events import message_dict
 from app.service.index import CheckpointIndex, CheckpointRow
-from app.service.threads import load_state, thread_graph
 
 TURNS_SHOWN = 50
-
-
-def open_index(database: Database, thread_id: str) -> CheckpointIndex:
-    return api.checkpoints(database, thread_id)
 
 
 def checkpoint_dict(row: CheckpointRow, index: CheckpointIndex, on_branch: set[str]) -> dict:
@@ -84,24 +77,6 @@ def _segment(run: list[CheckpointRow], head: str, on_branch: set[str]) -> dict:
         "note": first.note,
         "head": any(r.checkpoint_id == head for r in run),
         "on_branch": last.checkpoint_id in on_branch,
-    }
-
-
-def thread_detail(database: Database, settings: Settings, thread_id: str) -> dict:  # type: ignore[no-untyped-def]
-    index = open_index(database, thread_id)
-    state = load_state(thread_graph(database.saver, thread_id), thread_id)
-    turns = [r.turn for r in index.rows if r.turn is not None]
-    return {
-        "thread_id": thread_id,
-        "title": next((r.preview for r in index.rows if r.preview), ""),
-        "turns": state.values.get("turn", max(turns, default=0)),
-        "checkpoints": len(index.rows),
-        "updated_at": index.head.created_at,
-        "interrupted": thread_interrupted(settings.database, thread_id),
-        "head": index.head.checkpoint_id,
-        "next": list(state.next),
-        "status": state.values.get("status"),
-        "messages": [message_dict(m) for m in state.values.get("messages", [])],
     }
 
 

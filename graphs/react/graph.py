@@ -18,39 +18,28 @@ begin_turn starts the turn when no input began it (graphs/shared/turns.py).
 from __future__ import annotations
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
 from graphs.react.nodes import agent, tools
 from graphs.react.routing import route_after_agent, route_after_tools, route_at_start
-from graphs.shared.changes import changes_only
-from graphs.shared.closing import failure_handler, finalize, on_node_error
 from graphs.shared.recovery import retry
+from graphs.shared.skeleton import strategy_graph
 from graphs.shared.summarize import summarize
-from graphs.shared.turns import begin_turn
-from graphs.spec import RunSpec
 from graphs.state import AgentContext, AgentState
 
 
 def build_graph(checkpointer: BaseCheckpointSaver | None = None) -> CompiledStateGraph:
-    graph = StateGraph(AgentState, context_schema=RunSpec)
-    graph.set_node_defaults(error_handler=on_node_error)
-    graph.add_node("begin_turn", changes_only(begin_turn("react", {})))
-    graph.add_node("agent", changes_only(agent))
-    graph.add_node("tools", changes_only(tools))
-    graph.add_node("retry", changes_only(retry))
-    graph.add_node("failure_handler", changes_only(failure_handler))
-    graph.add_node("finalize", changes_only(finalize))
-    graph.add_node("summarize", changes_only(summarize))
-
-    graph.add_edge(START, "begin_turn")
+    graph = strategy_graph(
+        AgentState,
+        "react",
+        {},
+        {"agent": agent, "tools": tools, "retry": retry, "summarize": summarize},
+    )
     graph.add_conditional_edges("begin_turn", route_at_start)
     graph.add_conditional_edges("agent", route_after_agent)
     graph.add_conditional_edges("tools", route_after_tools)
     graph.add_edge("retry", "agent")
     graph.add_edge("summarize", "agent")
-    graph.add_edge("failure_handler", END)
-    graph.add_edge("finalize", END)
     return graph.compile(checkpointer=checkpointer)
 
 

@@ -135,7 +135,8 @@ class Run:
     error: AppError | None = None
     stop: threading.Event = field(default_factory=threading.Event)
     done: threading.Event = field(default_factory=threading.Event)
-    started: threading.Event = field(default_factory=threading.Event)
+    # set by the first event after the metadata (output, an error, or the end)
+    answered: threading.Event = field(default_factory=threading.Event)
     events: list[tuple[str, Any]] = field(default_factory=list)
     listeners: list[Callable[[tuple[str, Any]], None]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -145,6 +146,8 @@ class Run:
             self.events.append((name, data))
             del self.events[:-MAX_KEPT_EVENTS]
             listeners = list(self.listeners)
+        if name != "metadata":
+            self.answered.set()
         for listener in listeners:
             listener((name, data))
 
@@ -518,8 +521,7 @@ async def stream_events(run: Run, *, cancel_on_disconnect: bool) -> AsyncIterato
 async def first_problem(run: Run) -> AppError | None:
     """Wait until the run has produced something besides its metadata (or ended); the error it
     ended with before producing anything, so a route can answer it as a plain HTTP error."""
-    while not run.done.is_set() and len(run.events) < 2:
-        await asyncio.sleep(0.01)
+    await asyncio.to_thread(run.answered.wait)
     has_output = any(name not in ("metadata", "error", END) for name, _ in run.events)
     return run.error if run.error is not None and not has_output else None
 
