@@ -127,11 +127,15 @@ def routes() -> APIRouter:
     ) -> list:
         body = body or ThreadSearch()
         settings = settings_of(request)
+        page = slice(body.offset, body.offset + body.limit)
+        by_state = body.status is not None or body.values is not None
         with open_database(settings.database, settings.busy_timeout) as database:
             views = _matching(api.thread_views(database), body)
-            found = [thread_json(request, database, v) for v in views]
-        found = [t for t in found if _selected(t, body)]
-        return found[body.offset : body.offset + body.limit]
+            # a thread's state is loaded only for the page, unless a filter needs every one
+            found = [
+                thread_json(request, database, v) for v in (views if by_state else views[page])
+            ]
+        return [t for t in found if _selected(t, body)][page] if by_state else found
 
     @api_router.post("/threads/count", tags=["threads"])
     def count_threads(request: Request, body: Annotated[ThreadSearch | None, Body()] = None) -> int:
