@@ -116,7 +116,6 @@ class GraphRunner:
         from app.service.session import PREVIEW_CHARS
         from app.service.worker import STREAM_MODES
         from graphs.shared.messages import new_message_id
-        from graphs.state import turn_input
 
         self.turns += 1
         message = HumanMessage(content=text, id=new_message_id("human"))
@@ -125,9 +124,9 @@ class GraphRunner:
             "metadata": {"turn": 1 if thread_id else self.turns, "preview": text[:PREVIEW_CHARS]},
             "recursion_limit": self.recursion_limit,
         }
-        graph_input = turn_input(message, config["metadata"]["turn"])
+        # Just the message, as the application sends it: the graph's begin_turn starts the turn.
         for _ in self.graph.stream(
-            graph_input,
+            {"messages": [message]},
             config,
             context=self.context,
             stream_mode=STREAM_MODES,

@@ -1,6 +1,8 @@
-"""Checkpoint blobs are stored compressed (app/db/compressed.py): a thread reads back the same,
-rows written before (uncompressed) still load, and what a compressed blob inflates to goes through
-the same strict checks as any blob, with a cap on its size. SQLite and PostgreSQL alike."""
+"""Checkpoint blobs are stored compressed (app/db/compressed.py), small ones against the preset
+dictionary d1 (app/db/dictionary.py): a thread reads back the same, rows written before
+(uncompressed, or compressed without the dictionary) still load, and what a compressed blob
+inflates to goes through the same strict checks as any blob, with a cap on its size. SQLite and
+PostgreSQL alike."""
 
 from __future__ import annotations
 
@@ -8,13 +10,16 @@ import contextlib
 import json
 import sqlite3
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 
 import ormsgpack
 import pytest
 from langgraph.checkpoint.sqlite import SqliteSaver
 
+from app.db import dictionary
 from app.db.compressed import MAX_INFLATED_BYTES
+from app.db.unreadable import UnreadableCheckpointError
 from tests.conftest import run_cli
 from tests.db_helpers import execute
 
@@ -33,21 +38,39 @@ def blob_types(database: str) -> set[str]:
     return types
 
 
-def inflate_every_row(database: str) -> int:
-    """Store every compressed blob as Waypoint wrote it before compression: the serializer's own
-    bytes under its own type."""
+D1 = "+zlib-d1"
+
+
+def plain(type_: str, blob: bytes) -> tuple[str, bytes]:
+    """A stored blob as the serializer made it (inflated here, without Waypoint's code)."""
+    if type_.endswith(D1):
+        inflater = zlib.decompressobj(zdict=dictionary.PATH.read_bytes())
+        return type_.removesuffix(D1), inflater.decompress(bytes(blob)) + inflater.flush()
+    return type_.removesuffix("+zlib"), zlib.decompress(bytes(blob))
+
+
+def without_dictionary(type_: str, blob: bytes) -> tuple[str, bytes]:
+    """A blob as Waypoint compressed it before the dictionary: plain zlib."""
+    base, data = plain(type_, blob)
+    return base + "+zlib", zlib.compress(data)
+
+
+def rewrite_compressed_rows(
+    database: str, change: Callable[[str, bytes], tuple[str, bytes]]
+) -> int:
+    """Store every compressed blob as `change` makes it."""
     changed = 0
     tables = SQLITE_BLOBS if not database.startswith("postgresql") else POSTGRES_BLOBS
     for table, type_column, blob_column in tables:
         select = f"SELECT {type_column}, {blob_column} FROM {table} WHERE {type_column} LIKE "
-        for type_, blob in execute(database, select + "'%+zlib'", select + "'%%+zlib'"):
+        for type_, blob in execute(database, select + "'%+zlib%'", select + "'%%+zlib%%'"):
             [(count,)] = execute(
                 database,
                 f"UPDATE {table} SET {type_column} = ?, {blob_column} = ? "
                 f"WHERE {type_column} = ? AND {blob_column} = ?",
                 f"UPDATE {table} SET {type_column} = %s, {blob_column} = %s "
                 f"WHERE {type_column} = %s AND {blob_column} = %s",
-                (type_.removesuffix("+zlib"), zlib.decompress(bytes(blob)), type_, blob),
+                (*change(type_, bytes(blob)), type_, blob),
             )
             changed += count
     return changed
@@ -65,20 +88,64 @@ def human_texts(thread: str) -> list[str]:
 
 def test_a_long_message_is_stored_compressed_and_reads_back_whole(database: str):
     assert run_cli("chat", "-t", "v", "-m", LONG).returncode == 0
-    assert "msgpack+zlib" in blob_types(database)
+    assert "msgpack+zlib-d1" in blob_types(database)
     assert human_texts("v") == [LONG]
+
+
+def test_checkpoints_and_message_writes_shrink_against_the_dictionary(db_path: Path):
+    """A checkpoint and a short message barely shrink alone; against d1 they take a fifth to a
+    third of their bytes (the SQLite checkpoints table holds whole checkpoints)."""
+    assert run_cli("chat", "-t", "v", "-m", "what is 6 times 7").returncode == 0
+    with contextlib.closing(sqlite3.connect(db_path)) as connection:
+        rows = connection.execute(
+            "SELECT type, checkpoint FROM checkpoints UNION ALL "
+            "SELECT type, value FROM writes WHERE channel = 'messages'"
+        ).fetchall()
+    stored = [(len(blob), len(plain(type_, blob)[1])) for type_, blob in rows]
+    assert all(type_ == "msgpack+zlib-d1" for type_, _ in rows), {t for t, _ in rows}
+    assert sum(size for size, _ in stored) * 3 < sum(raw for _, raw in stored)
+    assert (
+        sum(size for size, _ in stored) * 3
+        < sum(len(zlib.compress(plain(*r)[1])) for r in rows) * 2
+    )
 
 
 def test_rows_written_before_compression_still_load_and_the_thread_goes_on(database: str):
     assert run_cli("chat", "-t", "v", "-m", LONG).returncode == 0
     before = shown("v")
-    assert inflate_every_row(database) > 0
-    assert "msgpack+zlib" not in blob_types(database)
+    assert rewrite_compressed_rows(database, plain) > 0
+    assert not any("zlib" in t for t in blob_types(database))
     assert shown("v") == before
 
     assert run_cli("chat", "-t", "v", "-m", "what is 6 times 7").returncode == 0
     assert human_texts("v") == [LONG, "what is 6 times 7"]
     assert "42" in shown("v")["messages"][-1]["content"]
+
+
+def test_rows_compressed_before_the_dictionary_still_load_and_the_thread_goes_on(database: str):
+    assert run_cli("chat", "-t", "v", "-m", LONG).returncode == 0
+    before = shown("v")
+    assert rewrite_compressed_rows(database, without_dictionary) > 0
+    assert not any(t.endswith(D1) for t in blob_types(database))
+    assert shown("v") == before
+
+    assert run_cli("chat", "-t", "v", "-m", "what is 6 times 7").returncode == 0
+    assert human_texts("v") == [LONG, "what is 6 times 7"]
+    assert any(t.endswith(D1) for t in blob_types(database))
+
+
+def test_the_dictionary_is_refused_when_it_is_not_d1(tmp_path: Path, monkeypatch):
+    """Blobs written against d1 inflate only with d1's bytes: a changed file is an error that says
+    to reinstall, never a dictionary used as it is."""
+    changed = tmp_path / "zlib-d1.bin"
+    changed.write_bytes(dictionary.PATH.read_bytes()[:-1] + b"?")
+    monkeypatch.setattr(dictionary, "PATH", changed)
+    dictionary.dictionary_v1.cache_clear()
+    try:
+        with pytest.raises(UnreadableCheckpointError, match="reinstall Waypoint"):
+            dictionary.dictionary_v1()
+    finally:
+        dictionary.dictionary_v1.cache_clear()
 
 
 def put_in_the_last_message_write(database: str, type_: str, blob: bytes) -> None:
@@ -124,11 +191,42 @@ def blocked_call() -> bytes:
 def test_a_tampered_compressed_blob_is_unreadable(database: str, blob: bytes, reason: str):
     assert run_cli("chat", "-t", "v", "-m", "what is 6 times 7").returncode == 0
     put_in_the_last_message_write(database, "msgpack+zlib", blob)
-    for args in (["show", "-t", "v"], ["history", "-t", "v"], ["chat", "-t", "v", "-m", "hi"]):
+    assert_unreadable("v", reason)
+
+
+def against(zdict: bytes, data: bytes) -> bytes:
+    deflater = zlib.compressobj(zdict=zdict)
+    return deflater.compress(data) + deflater.flush()
+
+
+@pytest.mark.parametrize(
+    ("blob", "reason"),
+    [
+        (against(b"another dictionary", ormsgpack.packb(LONG)), "does not inflate"),
+        (zlib.compress(ormsgpack.packb(LONG)), "holds a str, not a message"),
+        (
+            against(dictionary.PATH.read_bytes(), blocked_call()),
+            "the type os.system is not allowed",
+        ),
+    ],
+    ids=["other-dictionary", "no-dictionary", "blocked-object"],
+)
+def test_a_tampered_dictionary_blob_is_unreadable(database: str, blob: bytes, reason: str):
+    assert run_cli("chat", "-t", "v", "-m", "what is 6 times 7").returncode == 0
+    put_in_the_last_message_write(database, "msgpack+zlib-d1", blob)
+    assert_unreadable("v", reason)
+
+
+def assert_unreadable(thread: str, reason: str) -> None:
+    for args in (
+        ["show", "-t", thread],
+        ["history", "-t", thread],
+        ["chat", "-t", thread, "-m", "hi"],
+    ):
         result = run_cli(*args)
         stderr = result.stderr.decode()
         assert result.returncode == 3, (args, stderr)
-        assert "of thread v is unreadable" in stderr and reason in stderr, (args, stderr)
+        assert f"of thread {thread} is unreadable" in stderr and reason in stderr, (args, stderr)
         assert "Traceback" not in stderr and "pwned" not in result.stdout.decode()
 
 
@@ -142,7 +240,7 @@ def test_an_export_carries_plain_blobs_and_imports_back(database: str, tmp_path:
         for checkpoint in document["checkpoints"]
         for blob in [checkpoint["checkpoint"], *(w["value"] for w in checkpoint["writes"])]
     }
-    assert types and not any(t.endswith("+zlib") for t in types)
+    assert types and not any("zlib" in t for t in types)
 
     path = tmp_path / "v.json"
     path.write_bytes(exported.stdout)
@@ -179,6 +277,7 @@ def test_a_new_database_keeps_writes_in_langgraphs_columns_clustered_on_their_ke
     assert table_shape(db_path, "writes") == table_shape(plain, "writes")
     assert table_shape(db_path, "checkpoints") == table_shape(plain, "checkpoints")
     assert not has_rowid(db_path, "writes")
+    assert not has_rowid(db_path, "checkpoints")
 
 
 def test_a_database_made_by_plain_sqlitesaver_is_used_as_it_is(db_path: Path):
@@ -187,5 +286,5 @@ def test_a_database_made_by_plain_sqlitesaver_is_used_as_it_is(db_path: Path):
         SqliteSaver(connection).setup()
     assert run_cli("chat", "-t", "v", "-m", "what is 6 times 7").returncode == 0
     assert run_cli("chat", "-t", "v", "-m", LONG).returncode == 0
-    assert has_rowid(db_path, "writes")
+    assert has_rowid(db_path, "writes") and has_rowid(db_path, "checkpoints")
     assert human_texts("v") == ["what is 6 times 7", LONG]

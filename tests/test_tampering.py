@@ -305,16 +305,17 @@ def rewrite_head(db_path: Path, change: Callable[[dict], None]) -> None:
     """Decode the head checkpoint, change its channel values, and store it re-encoded."""
     serde = checkpoint_serializer()
     with contextlib.closing(sqlite3.connect(db_path)) as connection, connection:
-        [(rowid, type_, blob)] = connection.execute(
-            "SELECT rowid, type, checkpoint FROM checkpoints WHERE thread_id = 'v' "
+        [(checkpoint_id, type_, blob)] = connection.execute(
+            "SELECT checkpoint_id, type, checkpoint FROM checkpoints WHERE thread_id = 'v' "
             "ORDER BY checkpoint_id DESC LIMIT 1"
         ).fetchall()
         checkpoint = serde.loads_typed((type_, blob))
         change(checkpoint["channel_values"])
         new_type, new_blob = serde.dumps_typed(checkpoint)
         connection.execute(
-            "UPDATE checkpoints SET type = ?, checkpoint = ? WHERE rowid = ?",
-            (new_type, new_blob, rowid),
+            "UPDATE checkpoints SET type = ?, checkpoint = ? "
+            "WHERE thread_id = 'v' AND checkpoint_ns = '' AND checkpoint_id = ?",
+            (new_type, new_blob, checkpoint_id),
         )
 
 

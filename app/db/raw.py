@@ -15,7 +15,7 @@ from typing import Any
 import ormsgpack
 from langgraph.checkpoint.serde import _msgpack as lg_msgpack  # the allowlist alone: no imports
 
-from app.db.compressed import SUFFIX, inflate
+from app.db.compressed import inflated
 from app.db.unreadable import SHAPE_ERRORS, UnreadableCheckpointError
 
 # What `JsonPlusSerializer.dumps_typed` writes; "pickle" and the legacy "json" reviver never load.
@@ -90,8 +90,7 @@ def stored_object(code: int, data: Any) -> Stored | Snapshot:
 def decode(type_: str, blob: bytes) -> Any:
     """A stored blob as data (allowlisted objects as `Stored`, snapshots as `Snapshot`), or an
     UnreadableCheckpointError saying why it cannot be trusted."""
-    if isinstance(type_, str) and type_.endswith(SUFFIX):
-        type_, blob = type_.removesuffix(SUFFIX), inflate(blob)
+    type_, blob = inflated(type_, blob)
     if type_ not in LOADABLE_TYPES:
         raise UnreadableCheckpointError(f"unsupported serialisation type {str(type_)[:40]!r}")
     if type_ == "null":
