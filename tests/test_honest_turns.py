@@ -191,8 +191,8 @@ def test_the_offline_fallback_names_what_it_can_do():
 
 
 def test_a_turn_stopped_by_ctrl_c_is_cancelled_in_history_and_in_the_tree():
-    """Stopped the way the server's cancel does (the same close as Ctrl-C), because that way the
-    run's worker is waited for: a KeyboardInterrupt raised here would race it on a busy machine."""
+    """Stopped the way the server's cancel does (the same close as Ctrl-C; Ctrl-C itself is
+    tests/test_cancel.py's)."""
 
     class StopAtTheFirstTool:
         def __init__(self, stop: threading.Event) -> None:

@@ -33,6 +33,7 @@ from app.db.base import (
     checkpoint_serializer,
     json_object,
 )
+from app.db.fence import FencedWrites
 from app.db.location import DatabaseLocation
 from app.db.pg_connect import connect, connection_error
 from app.db.pg_lock import dead_writers, ensure_writers_table
@@ -108,8 +109,9 @@ FROM checkpoint_blobs WHERE {ROOT} AND (channel, version) NOT IN (
 TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
 
 
-class CheckedPostgresSaver(CheckedReads, PostgresSaver):
-    """PostgresSaver whose reads refuse tampered or damaged data (app/db/strict.py)."""
+class CheckedPostgresSaver(FencedWrites, CheckedReads, PostgresSaver):
+    """PostgresSaver whose reads refuse tampered or damaged data (app/db/strict.py) and whose
+    writes end with their run (app/db/fence.py)."""
 
 
 @contextlib.contextmanager

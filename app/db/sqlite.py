@@ -246,10 +246,12 @@ def _disk_full(path: Path) -> bool:
 def checked_saver_class() -> type[SqliteSaver]:
     from langgraph.checkpoint.sqlite import SqliteSaver
 
+    from app.db.fence import FencedWrites
     from app.db.strict import CheckedReads
 
-    class CheckedSqliteSaver(CheckedReads, SqliteSaver):
-        """SqliteSaver whose reads refuse tampered or damaged data (app/db/strict.py)."""
+    class CheckedSqliteSaver(FencedWrites, CheckedReads, SqliteSaver):
+        """SqliteSaver whose reads refuse tampered or damaged data (app/db/strict.py) and whose
+        writes end with their run (app/db/fence.py)."""
 
     return CheckedSqliteSaver
 

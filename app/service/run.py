@@ -95,6 +95,7 @@ class TurnRun:
                         self.sink.emit(event)
         except (KeyboardInterrupt, RunCancelled):
             with sigint_ignored():
+                stream.close()  # the run writes nothing more, whatever its worker still does
                 close_interrupted(thread.graph, thread.thread_id, self.sink.partial_answer())
             raise TurnInterrupted(
                 f"turn {self.turn} of thread {thread.thread_id} was interrupted"

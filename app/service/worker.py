@@ -1,8 +1,9 @@
 """A graph run in a worker thread, its events handed to the caller's thread through a queue.
 
 The caller (the terminal) stays free to receive Ctrl-C at once, even while a tool blocks. When the
-caller stops consuming, the worker stops at its next event, so the step it was in is never committed
-as the thread's head; the caller then closes the interrupted turn itself.
+caller stops consuming (closes the stream), the run's fence closes (app/db/fence.py): the step the
+worker was in is never committed, even if the worker finishes it later, so the caller can close the
+interrupted turn itself at once.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from langgraph.graph.state import CompiledStateGraph
 
+from app.db.fence import Fence, fenced
 from app.service.head import CHECKPOINTS_MODE
 from graphs.shared.deadline import start_deadline, turn_seconds_left
 from graphs.state import AgentContext
@@ -44,9 +46,11 @@ def stream_in_worker(
     """(mode, payload, namespace) events of one run: the renderers' modes (with `values`, the whole
     state after each step too) plus the thread's own checkpoints.
     Setting `stop` (from another thread) ends the run at the step in progress: the worker is waited
-    for, so nothing of the run is written after RunCancelled is raised."""
+    for, so nothing of the run is written after RunCancelled is raised. Closing the stream (the
+    consumer's Ctrl-C) does not wait for the worker, but nothing of the run is written after it."""
     events: queue.Queue = queue.Queue()
     cancelled = threading.Event()
+    fence = Fence()
 
     def produce() -> None:
         try:
@@ -55,7 +59,7 @@ def stream_in_worker(
             # subgraphs=True: a strategy's tool-loop subgraph streams its tokens and cards too.
             for namespace, mode, payload in graph.stream(
                 graph_input,
-                config,
+                fenced(config, fence),
                 context=context,
                 stream_mode=[*STREAM_MODES, *(["values"] if values else []), CHECKPOINTS_MODE],
                 durability="sync",
@@ -91,6 +95,7 @@ def stream_in_worker(
             yield item
     finally:
         cancelled.set()
+        fence.close()
 
 
 def run_seconds_left(graph_input: Any, context: Any) -> float | None:
