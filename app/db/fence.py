@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
-
-from langchain_core.runnables.config import patch_config
 
 FENCE_KEY = "__waypoint_fence"  # "__": LangGraph copies other configurable keys into metadata
 
@@ -48,7 +46,22 @@ class Fence:
 
 def fenced(config: dict, fence: Fence) -> dict:
     """`config` for a run whose writes end when `fence` closes."""
-    return patch_config(config, configurable={**config.get("configurable", {}), FENCE_KEY: fence})
+    return _with_configurable(config, {**config.get("configurable", {}), FENCE_KEY: fence})
+
+
+def unfenced(config: Any) -> Any:
+    """`config` (a streamed checkpoint's) without the run's fence: a config kept after the run (a
+    remembered head) must not carry a fence that closes with the run."""
+    if not isinstance(config, dict) or FENCE_KEY not in config.get("configurable", {}):
+        return config
+    configurable = {k: v for k, v in config["configurable"].items() if k != FENCE_KEY}
+    return _with_configurable(config, configurable)
+
+
+def _with_configurable(config: dict, configurable: dict) -> dict:
+    copy = dict(config)
+    copy["configurable"] = configurable
+    return copy
 
 
 @contextlib.contextmanager
@@ -62,12 +75,15 @@ def _open_for(config: Any) -> Iterator[None]:
 
 
 class FencedWrites:
-    """Mixin for a LangGraph saver class: `put` and `put_writes` refuse a closed run's writes."""
+    """Mixin for a LangGraph saver class: `put` and `put_writes` refuse a closed run's writes.
+    (Their signatures are the savers' own: LangGraph reads `put_writes`'s to pass `task_path`.)"""
 
-    def put(self, config: Any, *args: Any, **kwargs: Any) -> Any:
+    def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
         with _open_for(config):
-            return super().put(config, *args, **kwargs)  # type: ignore[misc]
+            return super().put(config, checkpoint, metadata, new_versions)  # type: ignore[misc]
 
-    def put_writes(self, config: Any, *args: Any, **kwargs: Any) -> Any:
+    def put_writes(
+        self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
+    ) -> None:
         with _open_for(config):
-            return super().put_writes(config, *args, **kwargs)  # type: ignore[misc]
+            super().put_writes(config, writes, task_id, task_path)  # type: ignore[misc]

@@ -17,7 +17,7 @@ from typing import Any
 
 from langgraph.graph.state import CompiledStateGraph
 
-from app.db.fence import Fence, fenced
+from app.db.fence import Fence, fenced, unfenced
 from app.service.head import CHECKPOINTS_MODE
 from graphs.shared.deadline import start_deadline, turn_seconds_left
 from graphs.state import AgentContext
@@ -68,8 +68,10 @@ def stream_in_worker(
             ):
                 if cancelled.is_set():
                     return
-                if namespace and mode == CHECKPOINTS_MODE:
-                    continue  # a subgraph's own checkpoints are never the thread's head
+                if mode == CHECKPOINTS_MODE:
+                    if namespace:
+                        continue  # a subgraph's own checkpoints are never the thread's head
+                    payload = without_fence(payload)
                 events.put(("event", (mode, payload, namespace)))
         except BaseException as exc:  # handed to the consumer, which re-raises it
             events.put(("error", exc))
@@ -96,6 +98,20 @@ def stream_in_worker(
     finally:
         cancelled.set()
         fence.close()
+
+
+def without_fence(checkpoint: Any) -> Any:
+    """A streamed checkpoint as the caller keeps it: its configs without the run's fence."""
+    if not isinstance(checkpoint, dict):
+        return checkpoint
+    return {
+        **checkpoint,
+        **{
+            key: unfenced(checkpoint[key])
+            for key in ("config", "parent_config")
+            if key in checkpoint
+        },
+    }
 
 
 def run_seconds_left(graph_input: Any, context: Any) -> float | None:
