@@ -245,10 +245,18 @@ def _disk_full(path: Path) -> bool:
 def checked_saver_class() -> type[SqliteSaver]:
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    from app.db.strict import CheckedReads
+    from app.db.sqlite_delta import delta_history
+    from app.db.strict import CheckedReads, check_delta_history, reading
 
     class CheckedSqliteSaver(CheckedReads, SqliteSaver):
-        """SqliteSaver whose reads refuse tampered or damaged data (app/db/strict.py)."""
+        """SqliteSaver whose reads refuse tampered or damaged data (app/db/strict.py); its
+        DeltaChannel histories are decoded once per stored blob (app/db/sqlite_delta.py)."""
+
+        def get_delta_channel_history(self, *, config, channels):  # type: ignore[no-untyped-def]
+            with reading(config):
+                history = delta_history(self, config, channels)
+                check_delta_history(history, seeds=False)  # checked when they were decoded
+                return history
 
     return CheckedSqliteSaver
 
