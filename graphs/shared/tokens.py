@@ -27,7 +27,11 @@ _sweep_at = MIN_SWEEP
 
 def message_tokens(messages: Iterable[Any]) -> int:
     """`count_tokens_approximately(list(messages))`, from each message's own count."""
-    return sum(tokens_of(message) for message in messages)
+    total = 0
+    for message in messages:
+        found = _counts.get(id(message))  # tokens_of, inlined for the kept counts
+        total += found[1] if found is not None and found[0]() is message else tokens_of(message)
+    return total
 
 
 def tokens_of(message: Any) -> int:
