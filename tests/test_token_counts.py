@@ -54,6 +54,7 @@ def test_a_message_replaced_by_id_is_counted_by_its_own_content():
 
 
 def test_counts_of_messages_gone_are_swept(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(tokens, "_counts", {})  # other tests' messages may still live (in caches)
     monkeypatch.setattr(tokens, "_sweep_at", 50)
     monkeypatch.setattr(tokens, "MIN_SWEEP", 50)
     kept = [HumanMessage(f"kept {n}") for n in range(10)]
