@@ -16,6 +16,7 @@ from langgraph.graph import add_messages
 from langgraph.graph.message import REMOVE_ALL_MESSAGES as REMOVE_ALL
 
 from graphs import field_types
+from graphs.message_ids import MessageIds
 from graphs.shared.window import ContextWindow
 
 ErrorKind = Literal["model_transient", "model_fatal", "tool", "context_overflow", "internal"]
@@ -36,7 +37,9 @@ class LastError(TypedDict):
 def merge_messages(current: list[AnyMessage], batches: Sequence[list[AnyMessage]]) -> list:
     """DeltaChannel reducer with `add_messages` semantics. Replaying a long chain of writes one
     batch at a time costs state size x batches, so the batches are merged in one call; a batch that
-    removes or replaces a message added earlier in the same chain falls back to the exact fold."""
+    removes or replaces a message added earlier in the same chain falls back to the exact fold.
+    Appending new messages to a list this reducer returned costs the new messages only
+    (graphs/message_ids.py), and a merge after a reset reads nothing the reset removes."""
     flat = [message for batch in batches for message in _as_list(batch)]
     # One call only merges new ids against `current`; ids repeated inside the chain need the fold.
     last_reset = max(
@@ -46,10 +49,17 @@ def merge_messages(current: list[AnyMessage], batches: Sequence[list[AnyMessage]
     ids = [getattr(m, "id", None) for m in flat[last_reset + 1 :]]
     if None in ids or len(set(ids)) != len(ids):
         return functools.reduce(add_messages, batches, current)
+    if last_reset < 0 and (appended := MERGED.appended(current, flat)) is not None:
+        return appended
+    # add_messages keeps nothing of `current`, or of the writes before the last reset
+    base, new = ([], flat[last_reset:]) if last_reset >= 0 else (current or [], flat)
     try:
-        return add_messages(current or [], flat)
+        return MERGED.record(add_messages(base, new))
     except ValueError:
         return functools.reduce(add_messages, batches, current)
+
+
+MERGED = MessageIds()
 
 
 def _as_list(batch: object) -> list:

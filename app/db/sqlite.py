@@ -247,11 +247,19 @@ def checked_saver_class() -> type[SqliteSaver]:
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     from app.db.fence import FencedWrites
-    from app.db.strict import CheckedReads
+    from app.db.sqlite_delta import delta_history
+    from app.db.strict import CheckedReads, check_delta_history, reading
 
     class CheckedSqliteSaver(FencedWrites, CheckedReads, SqliteSaver):
-        """SqliteSaver whose reads refuse tampered or damaged data (app/db/strict.py) and whose
+        """SqliteSaver whose reads refuse tampered or damaged data (app/db/strict.py), whose
+        DeltaChannel histories are decoded once per stored blob (app/db/sqlite_delta.py), and whose
         writes end with their run (app/db/fence.py)."""
+
+        def get_delta_channel_history(self, *, config, channels):  # type: ignore[no-untyped-def]
+            with reading(config):
+                history = delta_history(self, config, channels)
+                check_delta_history(history, seeds=False)  # checked when they were decoded
+                return history
 
     return CheckedSqliteSaver
 

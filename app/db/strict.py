@@ -122,7 +122,7 @@ class CheckedReads:
     naming the thread and checkpoint."""
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        with _reading(config):
+        with reading(config):
             return _checked_tuple(super().get_tuple(config))  # type: ignore[misc]
 
     def list(
@@ -136,11 +136,11 @@ class CheckedReads:
         items = super().list(config, filter=filter, before=before, limit=limit)  # type: ignore[misc]
         try:
             while True:
-                with _reading(config, "in history"):
+                with reading(config, "in history"):
                     item = next(items, None)
                     if item is None:
                         return
-                    with _reading(item.config):
+                    with reading(item.config):
                         checked = _checked_tuple(item)
                 yield checked
         finally:
@@ -149,19 +149,25 @@ class CheckedReads:
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
-        with _reading(config):
+        with reading(config):
             history = super().get_delta_channel_history(config=config, channels=channels)  # type: ignore[misc]
-            for channel, entry in history.items():
-                if channel in MESSAGE_CHANNELS:
-                    if "seed" in entry:
-                        BUILT.messages(entry["seed"], f"the stored {channel}")
-                    for write in entry["writes"]:
-                        BUILT.messages(write[2], f"a write to {channel}")
+            check_delta_history(history)
             return history
 
 
+def check_delta_history(history: Mapping[str, DeltaChannelHistory], *, seeds: bool = True) -> None:
+    """The messages of a DeltaChannel history are messages: its writes, and its seeds unless
+    `seeds` is False (a reader that checked them when it decoded them)."""
+    for channel, entry in history.items():
+        if channel in MESSAGE_CHANNELS:
+            if seeds and "seed" in entry:
+                BUILT.messages(entry["seed"], f"the stored {channel}")
+            for write in entry["writes"]:
+                BUILT.messages(write[2], f"a write to {channel}")
+
+
 @contextlib.contextmanager
-def _reading(config: RunnableConfig | None, default: str | None = None) -> Iterator[None]:
+def reading(config: RunnableConfig | None, default: str | None = None) -> Iterator[None]:
     configurable = (config or {}).get("configurable", {})
     thread_id, checkpoint_id = configurable.get("thread_id"), configurable.get("checkpoint_id")
     try:

@@ -17,7 +17,6 @@ from langchain_core.messages import (
     RemoveMessage,
     SystemMessage,
 )
-from langchain_core.messages.utils import count_tokens_approximately
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.runtime import Runtime
 
@@ -26,6 +25,7 @@ from graphs.shared.messages import for_model, new_message_id
 from graphs.shared.model_call import call_model
 from graphs.shared.model_errors import window_from_text
 from graphs.shared.requests import asking
+from graphs.shared.tokens import message_tokens
 from graphs.shared.window import SAFETY_MARGIN, ContextWindow, context_budget, prompt_tokens
 from graphs.state import AgentContext, AgentState, LastError
 
@@ -70,7 +70,7 @@ def over_budget(messages: Sequence[AnyMessage], context: AgentContext) -> bool:
     budget = context_budget(context)
     if budget is None:
         return False
-    return count_tokens_approximately(list(messages)) > budget
+    return message_tokens(messages) > budget
 
 
 def shrinkable_split(
@@ -234,7 +234,7 @@ def _drop_notice(dropped: int) -> str:
 
 
 def _tokens(messages: Sequence[AnyMessage]) -> int:
-    return count_tokens_approximately(list(messages))
+    return message_tokens(messages)
 
 
 def summary_update(summary: str, recent: Sequence[AnyMessage]) -> list[AnyMessage]:

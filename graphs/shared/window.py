@@ -19,6 +19,8 @@ from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
+from graphs.shared.tokens import message_tokens
+
 DEFAULT_REPLY_TOKENS = 1024  # room kept for the reply when no max_tokens is configured
 SAFETY_MARGIN = 0.85  # approximate counts may undercount the server's tokenizer
 MIN_MARGIN = 0.3
@@ -122,4 +124,4 @@ def context_budget(context: WindowContext, window: ContextWindow | None = None) 
 
 def prompt_tokens(messages: Sequence[AnyMessage], context: WindowContext) -> int:
     """The approximate size of one request: the messages plus the overhead."""
-    return count_tokens_approximately(list(messages)) + overhead_tokens(context)
+    return message_tokens(messages) + overhead_tokens(context)

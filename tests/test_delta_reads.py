@@ -1,0 +1,179 @@
+"""A thread's DeltaChannel history read from SQLite (app/db/sqlite_delta.py): exactly LangGraph's,
+each stored blob decoded and checked once, and bytes that changed decoded and checked again."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.checkpoint.serde.types import _DeltaSnapshot
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+from app.db import sqlite_delta
+from app.db.decoded import Decoded
+from app.db.unreadable import UnreadableCheckpointError
+from app.store import open_checkpointer
+from tests.test_delta_storage import run_turns
+
+CHANNELS = ["messages"]
+
+
+@pytest.fixture(scope="module")
+def thread_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A thread past its first snapshot of the messages (100 updates, 27 turns here)."""
+    db = tmp_path_factory.mktemp("delta") / "agent.sqlite"
+    run_turns(db, "t", [f"what is {n} plus {n}" for n in range(30)])
+    return db
+
+
+def checkpoint_configs(saver: SqliteSaver) -> list[dict]:
+    return [item.config for item in saver.list({"configurable": {"thread_id": "t"}})]
+
+
+def plain(history: dict) -> dict:
+    """A history as comparable data: seeds and writes as (type, id, content) of each message."""
+
+    def messages(value: object) -> list:
+        value = value.value if isinstance(value, _DeltaSnapshot) else value
+        items = value if isinstance(value, list) else [value]
+        return [(m.type, m.id, m.content) for m in items]
+
+    return {
+        channel: {
+            "seed": messages(entry["seed"]) if "seed" in entry else None,
+            "writes": [(task, ch, messages(value)) for task, ch, value in entry["writes"]],
+        }
+        for channel, entry in history.items()
+    }
+
+
+def test_the_history_is_langgraphs_own_at_every_checkpoint(thread_db: Path):
+    with open_checkpointer(thread_db) as saver:
+        configs = checkpoint_configs(saver)
+        seeded = 0
+        for config in configs:
+            expected = plain(
+                SqliteSaver.get_delta_channel_history(saver, config=config, channels=CHANNELS)
+            )
+            seeded += expected["messages"]["seed"] is not None
+            for _ in range(2):  # decoded, then kept
+                assert (
+                    plain(saver.get_delta_channel_history(config=config, channels=CHANNELS))
+                    == expected
+                )
+        head = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}  # no id: the head's
+        assert plain(saver.get_delta_channel_history(config=head, channels=CHANNELS)) == plain(
+            SqliteSaver.get_delta_channel_history(saver, config=head, channels=CHANNELS)
+        )
+    assert seeded > 0 and len(configs) > 100
+
+
+def test_each_load_gets_its_own_lists_of_the_same_messages(thread_db: Path):
+    with open_checkpointer(thread_db) as saver:
+        config = next(
+            c
+            for c in checkpoint_configs(saver)
+            if "seed" in saver.get_delta_channel_history(config=c, channels=CHANNELS)["messages"]
+            and saver.get_delta_channel_history(config=c, channels=CHANNELS)["messages"]["writes"]
+        )
+        first, again = (
+            saver.get_delta_channel_history(config=config, channels=CHANNELS)["messages"]
+            for _ in range(2)
+        )
+    assert first["seed"].value is not again["seed"].value
+    assert all(a is b for a, b in zip(first["seed"].value, again["seed"].value, strict=True))
+    for (_, _, one), (_, _, two) in zip(first["writes"], again["writes"], strict=True):
+        assert one is not two and one == two and all(a is b for a, b in zip(one, two, strict=True))
+
+
+def rows_holding(db: Path, table: str, column: str, where: str) -> list[tuple]:
+    with sqlite3.connect(db) as connection:
+        return connection.execute(
+            f"SELECT rowid, type, {column} FROM {table} WHERE thread_id = 't' AND {where}"
+        ).fetchall()
+
+
+def rewrite(db: Path, table: str, column: str, rowid: int, typed: tuple[str, bytes]) -> None:
+    with sqlite3.connect(db) as connection:
+        connection.execute(
+            f"UPDATE {table} SET type = ?, {column} = ? WHERE rowid = ?", (*typed, rowid)
+        )
+
+
+def test_a_changed_snapshot_is_decoded_and_checked_again(tmp_path: Path):
+    db = tmp_path / "agent.sqlite"
+    run_turns(db, "t", [f"what is {n} plus {n}" for n in range(27)])
+    with open_checkpointer(db) as saver:
+        head = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+        loaded = saver.get_delta_channel_history(config=head, channels=CHANNELS)
+        assert "seed" in loaded["messages"]  # kept: the next read would not decode it
+        rewritten = 0
+        for rowid, type_tag, blob in rows_holding(db, "checkpoints", "checkpoint", "1"):
+            checkpoint = saver.serde.loads_typed((type_tag, blob))
+            snapshot = checkpoint["channel_values"].get("messages")
+            if isinstance(snapshot, _DeltaSnapshot):
+                checkpoint["channel_values"]["messages"] = _DeltaSnapshot([*snapshot.value, "hi"])
+                rewrite(db, "checkpoints", "checkpoint", rowid, saver.serde.dumps_typed(checkpoint))
+                rewritten += 1
+        assert rewritten == 1
+        with pytest.raises(UnreadableCheckpointError, match="stored messages holds a str"):
+            saver.get_delta_channel_history(config=head, channels=CHANNELS)
+
+
+def test_a_changed_write_is_decoded_and_checked_again(tmp_path: Path):
+    db = tmp_path / "agent.sqlite"
+    run_turns(db, "t", ["what is 1 plus 1", "what is 2 plus 2"])
+    with open_checkpointer(db) as saver:
+        head = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+        saver.get_delta_channel_history(config=head, channels=CHANNELS)
+        with sqlite3.connect(db) as connection:
+            key = connection.execute(
+                "SELECT checkpoint_id, task_id, idx FROM writes WHERE thread_id = 't' AND "
+                "channel = 'messages' ORDER BY checkpoint_id DESC LIMIT 1"
+            ).fetchone()
+            connection.execute(
+                "UPDATE writes SET type = ?, value = ? WHERE thread_id = 't' AND "
+                "checkpoint_id = ? AND task_id = ? AND idx = ?",
+                (*saver.serde.dumps_typed(["hi"]), *key),
+            )
+        with pytest.raises(UnreadableCheckpointError, match="a write to messages holds a str"):
+            saver.get_delta_channel_history(config=head, channels=CHANNELS)
+
+
+class CountingSerde:
+    def __init__(self, value: object) -> None:
+        self.value, self.calls = value, 0
+
+    def loads_typed(self, data: tuple[str, bytes]) -> object:
+        self.calls += 1
+        return self.value
+
+
+def test_a_write_holding_a_message_without_an_id_is_decoded_every_time():
+    """`add_messages` gives such a message an id in place: kept, the next load would see it."""
+    with_ids = CountingSerde([HumanMessage("hi", id="h1"), AIMessage("hello", id="a1")])
+    without = CountingSerde([HumanMessage("hi")])
+    for serde, blob in ((with_ids, b"with ids"), (without, b"one without")):
+        reader = sqlite_delta.WriteValues(serde)
+        first, again = (reader.loads_typed(("msgpack", blob)) for _ in range(2))
+        assert first == again and first is not again
+    assert (with_ids.calls, without.calls) == (1, 2)
+
+
+def test_decoded_values_are_bounded_by_entries_and_bytes():
+    cache = Decoded(entries=3, max_bytes=100)
+    for key in "abcd":
+        cache.keep(key, key.upper(), 10)
+    assert cache.get("a") == (False, None) and cache.get("d") == (True, "D")  # least recent went
+    cache.keep("big", "B", 11)  # over a tenth of the bytes: never kept
+    assert cache.get("big") == (False, None)
+    for key in "efghij":
+        cache.keep(key, key, 10)
+    cache.keep("k", "k", 10)
+    assert len(cache) == 3
+    small = Decoded(entries=100, max_bytes=100)
+    for n in range(12):
+        small.keep(n, n, 10)
+    assert len(small) == 10 and small.get(1) == (False, None) and small.get(11) == (True, 11)
