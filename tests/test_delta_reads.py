@@ -49,6 +49,14 @@ def plain(history: dict) -> dict:
     }
 
 
+def test_the_installed_sqlite_saver_has_the_steps_the_cached_reader_uses():
+    """Otherwise the saver falls back to LangGraph's own reader: correct, but every load decodes
+    its whole chain again (the flatness the benchmark measures)."""
+    from app.db import sqlite_delta
+
+    assert sqlite_delta.AVAILABLE
+
+
 def test_the_history_is_langgraphs_own_at_every_checkpoint(thread_db: Path):
     with open_checkpointer(thread_db) as saver:
         configs = checkpoint_configs(saver)
@@ -88,17 +96,19 @@ def test_each_load_gets_its_own_lists_of_the_same_messages(thread_db: Path):
         assert one is not two and one == two and all(a is b for a, b in zip(one, two, strict=True))
 
 
-def rows_holding(db: Path, table: str, column: str, where: str) -> list[tuple]:
+def checkpoint_rows(db: Path) -> list[tuple]:
     with sqlite3.connect(db) as connection:
         return connection.execute(
-            f"SELECT rowid, type, {column} FROM {table} WHERE thread_id = 't' AND {where}"
+            "SELECT checkpoint_id, type, checkpoint FROM checkpoints WHERE thread_id = 't'"
         ).fetchall()
 
 
-def rewrite(db: Path, table: str, column: str, rowid: int, typed: tuple[str, bytes]) -> None:
+def rewrite_checkpoint(db: Path, checkpoint_id: str, typed: tuple[str, bytes]) -> None:
     with sqlite3.connect(db) as connection:
         connection.execute(
-            f"UPDATE {table} SET type = ?, {column} = ? WHERE rowid = ?", (*typed, rowid)
+            "UPDATE checkpoints SET type = ?, checkpoint = ? WHERE thread_id = 't' "
+            "AND checkpoint_ns = '' AND checkpoint_id = ?",
+            (*typed, checkpoint_id),
         )
 
 
@@ -110,12 +120,12 @@ def test_a_changed_snapshot_is_decoded_and_checked_again(tmp_path: Path):
         loaded = saver.get_delta_channel_history(config=head, channels=CHANNELS)
         assert "seed" in loaded["messages"]  # kept: the next read would not decode it
         rewritten = 0
-        for rowid, type_tag, blob in rows_holding(db, "checkpoints", "checkpoint", "1"):
+        for checkpoint_id, type_tag, blob in checkpoint_rows(db):
             checkpoint = saver.serde.loads_typed((type_tag, blob))
             snapshot = checkpoint["channel_values"].get("messages")
             if isinstance(snapshot, _DeltaSnapshot):
                 checkpoint["channel_values"]["messages"] = _DeltaSnapshot([*snapshot.value, "hi"])
-                rewrite(db, "checkpoints", "checkpoint", rowid, saver.serde.dumps_typed(checkpoint))
+                rewrite_checkpoint(db, checkpoint_id, saver.serde.dumps_typed(checkpoint))
                 rewritten += 1
         assert rewritten == 1
         with pytest.raises(UnreadableCheckpointError, match="stored messages holds a str"):

@@ -246,6 +246,7 @@ def _disk_full(path: Path) -> bool:
 def checked_saver_class() -> type[SqliteSaver]:
     from langgraph.checkpoint.sqlite import SqliteSaver
 
+    from app.db import sqlite_delta
     from app.db.fence import FencedWrites
     from app.db.sqlite_delta import delta_history
     from app.db.strict import CheckedReads, check_delta_history, reading
@@ -256,6 +257,8 @@ def checked_saver_class() -> type[SqliteSaver]:
         writes end with their run (app/db/fence.py)."""
 
         def get_delta_channel_history(self, *, config, channels):  # type: ignore[no-untyped-def]
+            if not sqlite_delta.AVAILABLE:
+                return super().get_delta_channel_history(config=config, channels=channels)
             with reading(config):
                 history = delta_history(self, config, channels)
                 check_delta_history(history, seeds=False)  # checked when they were decoded

@@ -20,12 +20,18 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import DeltaChannelHistory, get_checkpoint_id
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
-from langgraph.checkpoint.sqlite._delta import (
-    DELTA_STAGE1_SQL,
-    build_delta_channels_writes_history,
-    build_delta_stage2_sql,
-    step_walk_with_row,
-)
+
+try:  # the saver's own steps (a private module): without them, LangGraph's reader is used as it is
+    from langgraph.checkpoint.sqlite._delta import (
+        DELTA_STAGE1_SQL,
+        build_delta_channels_writes_history,
+        build_delta_stage2_sql,
+        step_walk_with_row,
+    )
+
+    AVAILABLE = True
+except ImportError:  # pragma: no cover - another langgraph-checkpoint-sqlite
+    AVAILABLE = False
 
 from app.db.decoded import Decoded
 from app.db.raw import MESSAGE_CHANNELS
