@@ -1,6 +1,7 @@
 """The four workloads. Each returns plain dicts: its raw figures per variant (Waypoint, baseline).
 
-1. `long_thread`: N turns on one thread; per-turn wall time at the start and end, bytes, rows.
+1. `long_thread`: N turns on one thread, each variant in its own process; per-turn wall time at
+   the start and end, bytes, rows.
 2. `listings`: `threads list` and `history` first page on many threads and on a long thread.
 3. `cold_start`: `--help` and the time to the first streamed token of a one-shot turn.
 4. `concurrent`: four processes, four threads, one database.
@@ -38,50 +39,58 @@ def window_size(turns: int) -> int:
 
 
 def long_thread(turns: int, workdir: Path) -> dict[str, dict]:
-    """Run the three variants turn by turn, interleaved (so machine noise hits them alike)."""
-    from bench.runners import BaselineRunner, GraphRunner, SessionRunner
+    """Run the three variants turn by turn, interleaved (so machine noise hits them alike), each in
+    a process of its own (bench/thread_process.py: one's heap does not slow another's turns)."""
+    from bench.thread_process import ThreadProcess
 
-    makers = {"session": SessionRunner, "graph": GraphRunner, "baseline": BaselineRunner}
-    runners = {}
-    for name, make in makers.items():
-        path = workdir / f"thread-{turns}-{name}" / "agent.sqlite"
-        path.parent.mkdir(parents=True)
-        runners[name] = make(path)
-    window = window_size(turns)
-    samples: dict[str, list[float]] = {name: [] for name in runners}
-    before_end: dict[str, int] = {}
-    started = time.perf_counter()
-    for turn in range(1, turns + 1):
-        text = question(turn)
-        names = list(runners)
-        shift = turn % len(names)
-        for name in names[shift:] + names[:shift]:
-            samples[name].append(timed(partial(runners[name].turn, text)))
-        if turn == turns - window:
-            before_end = {name: logical_bytes(r.db_path) for name, r in runners.items()}
-    elapsed = time.perf_counter() - started
-    results = {}
-    for name, runner in runners.items():
-        results[name] = _thread_figures(runner, samples[name], window, before_end.get(name, 0))
-        runner.close()
+    paths = {name: workdir / f"thread-{turns}-{name}" / "agent.sqlite" for name in VARIANTS}
+    processes: dict[str, ThreadProcess] = {}
+    try:
+        for name, path in paths.items():
+            path.parent.mkdir(parents=True)
+            processes[name] = ThreadProcess(name, path, workdir, clean_env())
+        window = window_size(turns)
+        samples: dict[str, list[float]] = {name: [] for name in processes}
+        before_end: dict[str, int] = {}
+        started = time.perf_counter()
+        for turn in range(1, turns + 1):
+            text = question(turn)
+            shift = turn % len(VARIANTS)
+            for name in VARIANTS[shift:] + VARIANTS[:shift]:
+                samples[name].append(processes[name].turn(text))
+            if turn == turns - window:
+                before_end = {name: logical_bytes(path) for name, path in paths.items()}
+        elapsed = time.perf_counter() - started
+        results = {}
+        for name, process in processes.items():
+            finished = process.finish(window)
+            results[name] = _thread_figures(
+                paths[name], samples[name], window, before_end.get(name, 0), finished
+            )
+    finally:
+        for process in processes.values():
+            process.kill()
     results["_run"] = {"turns": turns, "window": window, "seconds": elapsed}
     return results
 
 
-def _thread_figures(runner, times: list[float], window: int, bytes_before_end: int) -> dict:
-    from bench.runners import head_messages
+VARIANTS = ["session", "graph", "baseline"]
 
-    checkpoints, writes = row_counts(runner.db_path)
-    logical = logical_bytes(runner.db_path)
+
+def _thread_figures(
+    db_path: Path, times: list[float], window: int, bytes_before_end: int, finished: dict
+) -> dict:
+    checkpoints, writes = row_counts(db_path)
+    logical = logical_bytes(db_path)
     return {
         "turn_ms_start_median": 1000 * median(times[:window]),
         "turn_ms_start_p95": 1000 * p95(times[:window]),
         "turn_ms_end_median": 1000 * median(times[-window:]),
         "turn_ms_end_p95": 1000 * p95(times[-window:]),
-        "db_bytes_on_disk": bytes_on_disk(runner.db_path),
+        "db_bytes_on_disk": bytes_on_disk(db_path),
         "db_bytes_logical": logical,
         "bytes_per_turn_end": (logical - bytes_before_end) / window,
-        "message_json_bytes_per_turn": message_json_bytes(head_messages(runner), window),
+        "message_json_bytes_per_turn": finished["message_json_bytes_per_turn"],
         "checkpoint_rows": checkpoints,
         "write_rows": writes,
     }
