@@ -6,7 +6,10 @@ cost of the baseline's that was counted as Waypoint's.
 
 Protocol, one JSON line each way: the child prints `{"ready": true}` once set up; then for
 `{"turn": TEXT}` it runs the turn and answers `{"seconds": S}` (timed here, so the pipe is not
-counted); for `{"finish": WINDOW}` it answers the figures that need its runner, closes it and exits.
+counted), on the long thread or, with `"thread": NAME`, on a short reference thread (in a
+database beside it, so that the long thread's storage figures are its own; its runner is set up
+untimed first); for `{"finish": WINDOW}` it answers the figures that
+need its runner, closes the runners and exits.
 """
 
 from __future__ import annotations
@@ -27,14 +30,22 @@ def serve(variant: str, db_path: Path) -> None:
 
     makers = {"session": SessionRunner, "graph": GraphRunner, "baseline": BaselineRunner}
     runner = makers[variant](db_path)
+    references: dict[str, Any] = {}
     say({"ready": True})
     for line in sys.stdin:
         command = json.loads(line)
         if "turn" in command:
-            say({"seconds": timed(partial(runner.turn, command["turn"]))})
+            on = runner
+            if "thread" in command:
+                name = command["thread"]
+                on = references.get(name) or references.setdefault(
+                    name, makers[variant](db_path.with_name("reference.sqlite"), name)
+                )
+            say({"seconds": timed(partial(on.turn, command["turn"]))})
         elif "finish" in command:
             json_bytes = message_json_bytes(head_messages(runner), command["finish"])
-            runner.close()
+            for each in [runner, *references.values()]:
+                each.close()
             say({"message_json_bytes_per_turn": json_bytes})
             return
 
@@ -58,8 +69,8 @@ class ThreadProcess:
         )
         self._ask(None)  # its `ready`
 
-    def turn(self, text: str) -> float:
-        return self._ask({"turn": text})["seconds"]
+    def turn(self, text: str, thread: str | None = None) -> float:
+        return self._ask({"turn": text, **({"thread": thread} if thread else {})})["seconds"]
 
     def finish(self, window: int) -> dict:
         answer = self._ask({"finish": window})

@@ -16,6 +16,7 @@ import sys
 import time
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from bench.measure import (
     bytes_on_disk,
@@ -51,13 +52,17 @@ def long_thread(turns: int, workdir: Path) -> dict[str, dict]:
             processes[name] = ThreadProcess(name, path, workdir, clean_env())
         window = window_size(turns)
         samples: dict[str, list[float]] = {name: [] for name in processes}
+        reference: dict[str, list[float]] = {name: [] for name in processes}
         before_end: dict[str, int] = {}
         started = time.perf_counter()
         for turn in range(1, turns + 1):
             text = question(turn)
             shift = turn % len(VARIANTS)
+            at_end = turn > turns - window
             for name in VARIANTS[shift:] + VARIANTS[:shift]:
                 samples[name].append(processes[name].turn(text))
+                if at_end and turns > REFERENCE_TURNS:
+                    _reference_turn(processes[name], turn - (turns - window), reference[name])
             if turn == turns - window:
                 before_end = {name: logical_bytes(path) for name, path in paths.items()}
         elapsed = time.perf_counter() - started
@@ -67,6 +72,8 @@ def long_thread(turns: int, workdir: Path) -> dict[str, dict]:
             results[name] = _thread_figures(
                 paths[name], samples[name], window, before_end.get(name, 0), finished
             )
+            if reference[name]:
+                results[name]["turn_ms_reference_median"] = 1000 * median(reference[name])
     finally:
         for process in processes.values():
             process.kill()
@@ -75,6 +82,19 @@ def long_thread(turns: int, workdir: Path) -> dict[str, dict]:
 
 
 VARIANTS = ["session", "graph", "baseline"]
+# A long thread's last turns are compared with turns 6-10 of short threads run alongside them, in
+# the same process, interleaved turn by turn: the two figures are taken under the same
+# machine load (on a shared machine two windows minutes apart differ by more than the target).
+REFERENCE_TURNS = 10
+
+
+def _reference_turn(process: Any, index: int, kept: list[float]) -> None:
+    """Reference turn `index` (1-based) of the end window: turn ((index-1) % 10) + 1 of short
+    thread (index-1) // 10; the time of its turns 6-10 is kept."""
+    number = (index - 1) % REFERENCE_TURNS + 1
+    seconds = process.turn(question(number), f"reference-{(index - 1) // REFERENCE_TURNS}")
+    if number > REFERENCE_TURNS // 2:
+        kept.append(seconds)
 
 
 def _thread_figures(
