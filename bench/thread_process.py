@@ -35,12 +35,10 @@ def serve(variant: str, db_path: Path) -> None:
     for line in sys.stdin:
         command = json.loads(line)
         if "turn" in command:
-            on = runner
-            if "thread" in command:
-                name = command["thread"]
-                on = references.get(name) or references.setdefault(
-                    name, makers[variant](db_path.with_name("reference.sqlite"), name)
-                )
+            name = command.get("thread")
+            if name and name not in references:
+                references[name] = makers[variant](db_path.with_name("reference.sqlite"), name)
+            on = references[name] if name else runner
             say({"seconds": timed(partial(on.turn, command["turn"]))})
         elif "finish" in command:
             json_bytes = message_json_bytes(head_messages(runner), command["finish"])

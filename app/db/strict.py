@@ -12,8 +12,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import importlib
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -25,6 +23,7 @@ from langgraph.checkpoint.serde import jsonplus
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 from app.db import raw
+from app.db.decoded import Decoded
 from app.db.raw import MESSAGE_CHANNELS
 from app.db.unreadable import SHAPE_ERRORS, UnreadableCheckpointError
 
@@ -78,20 +77,13 @@ class Snapshots:
     place: a changed message is a new one with the same id)."""
 
     def __init__(self, size: int = 8) -> None:
-        self.size = size
-        self._values: OrderedDict[bytes, Any] = OrderedDict()
-        self._lock = threading.Lock()
+        self._kept = Decoded(entries=size, max_bytes=1024 * 1024 * 1024)
 
     def value(self, payload: bytes, decode: Callable[[], Any]) -> Any:
-        with self._lock:
-            if payload in self._values:
-                self._values.move_to_end(payload)
-                return copy.copy(self._values[payload])
-        value = decode()
-        with self._lock:
-            self._values[payload] = value
-            while len(self._values) > self.size:
-                self._values.popitem(last=False)
+        found, value = self._kept.get(payload)
+        if not found:
+            value = decode()
+            self._kept.keep(payload, value, len(payload))
         return copy.copy(value)
 
 
