@@ -65,7 +65,7 @@ def thread_figures(turns: int, result: dict) -> list[Figure]:
         Figure(workload, label, "ms", result[path][key], base[key], path=path)
         for key, label in MS_METRICS.items()
         for path in ("session", "graph")
-        if key in result[path]  # reference turns run alongside threads longer than 10 turns
+        if key in result[path]  # reference turns: when a thread's last window is 6 turns or more
     ]
     figures += [
         Figure(
