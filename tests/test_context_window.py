@@ -26,7 +26,12 @@ from app.service.events import NodeUpdate
 from app.store import open_checkpointer
 from graphs.react.graph import build_graph, recursion_limit
 from graphs.shared.model_errors import classify_call_error, classify_model_error, window_from_error
-from graphs.shared.window import ContextWindow, context_budget, overhead_tokens
+from graphs.shared.window import (
+    ContextWindow,
+    context_budget,
+    overhead_tokens,
+    tool_schema_tokens,
+)
 from graphs.state import AgentContext, turn_input
 from tests import overflow_replies as servers
 from tests.conftest import run_cli
@@ -279,6 +284,17 @@ def test_the_budget_is_the_window_less_the_reply_the_tools_and_a_margin() -> Non
     assert budget == int((4096 - 1024) * 0.85) - overhead
     window.reply_tokens = 256  # a configured max_tokens leaves more room for the messages
     assert context_budget(context) == int((4096 - 256) * 0.85) - overhead
+
+
+def test_the_tool_overhead_follows_the_tools_of_each_call() -> None:
+    """Schema sizes are remembered per tool object: a call with other tools counts those."""
+    tools = default_tools(Path("ws"))
+    one, all_tools = tool_schema_tokens(tools[:1]), tool_schema_tokens(tools)
+
+    assert 0 < one < all_tools
+    assert tool_schema_tokens(tools[:1]) == one
+    renamed = tools[0].model_copy(update={"description": tools[0].description * 3})
+    assert tool_schema_tokens([renamed]) > one  # a new tool object is measured afresh
 
 
 def test_which_budget_wins() -> None:

@@ -14,16 +14,23 @@ from rich.text import Text
 
 
 class Waiting:
-    """What the turn waits for, and for how long: read again at every refresh."""
+    """The spinner's one line — a frame, what the turn waits for, and for how long — drawn afresh
+    at every refresh. One `Text`, not a spinner beside a renderable (rich lays that out as a
+    table, which cost more than the rest of a fast turn's rendering)."""
 
     def __init__(self, clock: Callable[[], float]) -> None:
         self.clock = clock
         self.label = ""
         self.since = clock()
+        self.spinner = Spinner("dots", style="cyan")
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         seconds = int(self.clock() - self.since)
-        yield Text(f"{self.label} · {seconds}s", style="dim", no_wrap=True, overflow="ellipsis")
+        self.spinner.text = Text(f"{self.label} · {seconds}s", style="dim")
+        line = self.spinner.render(console.get_time())
+        assert isinstance(line, Text)  # a Text beside the frame: rich joins them into one Text
+        line.no_wrap, line.overflow = True, "ellipsis"
+        yield line
 
 
 class Progress:
@@ -49,7 +56,7 @@ class Progress:
             self.waiting.label, self.waiting.since = label, self.waiting.clock()
         if self._live is None:
             self._live = Live(
-                Spinner("dots", text=self.waiting, style="cyan"),
+                self.waiting,
                 console=self.console,
                 transient=True,
                 refresh_per_second=8,

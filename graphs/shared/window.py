@@ -92,8 +92,26 @@ def overhead_tokens(context: WindowContext) -> int:
 
 
 def tool_schema_tokens(tools: Sequence[BaseTool]) -> int:
-    text = "".join(json.dumps(convert_to_openai_tool(t), ensure_ascii=False) for t in tools)
-    return len(text) // 4
+    return sum(_schema_chars(tool) for tool in tools) // 4
+
+
+# A tool's schema, as sent, is fixed once the tool is made: its length is worked out once per tool
+# object, not on every model call (converting a dozen schemas twice a step was a tenth of a turn).
+# Keyed by id with the tool kept alive, so an id is never reused while its entry stands; bounded,
+# for processes that make tools afresh (MCP servers reconnecting).
+_SCHEMA_CHARS: dict[int, tuple[BaseTool, int]] = {}
+_SCHEMA_CACHE_LIMIT = 1024
+
+
+def _schema_chars(tool: BaseTool) -> int:
+    known = _SCHEMA_CHARS.get(id(tool))
+    if known is not None and known[0] is tool:
+        return known[1]
+    chars = len(json.dumps(convert_to_openai_tool(tool), ensure_ascii=False))
+    if len(_SCHEMA_CHARS) >= _SCHEMA_CACHE_LIMIT:
+        _SCHEMA_CHARS.clear()
+    _SCHEMA_CHARS[id(tool)] = (tool, chars)
+    return chars
 
 
 def window_budget(window: ContextWindow, overhead: int) -> int | None:
