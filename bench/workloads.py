@@ -60,9 +60,13 @@ def long_thread(turns: int, workdir: Path) -> dict[str, dict]:
             shift = turn % len(VARIANTS)
             at_end = turn > turns - window
             for name in VARIANTS[shift:] + VARIANTS[:shift]:
+                with_reference = at_end and turns > REFERENCE_TURNS
+                index = turn - (turns - window)
+                if with_reference and index % 2:  # every other turn the reference goes first
+                    _reference_turn(processes[name], index, reference[name])
                 samples[name].append(processes[name].turn(text))
-                if at_end and turns > REFERENCE_TURNS:
-                    _reference_turn(processes[name], turn - (turns - window), reference[name])
+                if with_reference and not index % 2:
+                    _reference_turn(processes[name], index, reference[name])
             if turn == turns - window:
                 before_end = {name: logical_bytes(path) for name, path in paths.items()}
         elapsed = time.perf_counter() - started
@@ -85,6 +89,10 @@ VARIANTS = ["session", "graph", "baseline"]
 # A long thread's last turns are compared with turns 6-10 of short threads run alongside them, in
 # the same process, interleaved turn by turn: the two figures are taken under the same
 # machine load (on a shared machine two windows minutes apart differ by more than the target).
+# Which of the two runs first alternates: the first one runs just after another variant's turn
+# (the baseline's, at turn 1,000, a quarter of a second through gigabytes, leaves the CPU's caches
+# cold), the second just after its own process's; always running the long turn first charged
+# only it with the cold caches.
 REFERENCE_TURNS = 10
 
 
