@@ -11,7 +11,7 @@ import re
 from rich.console import Console
 from rich.text import Text
 
-from app.cli.progress import Progress
+from app.cli.progress import SHOW_AFTER_S, Progress
 from app.cli.render import ConsoleRenderer, JsonlRenderer
 from app.service.events import Token, ToolCallStarted, ToolFinished, TurnEnd
 from tests.conftest import run_cli
@@ -44,6 +44,8 @@ def test_a_spinner_with_the_elapsed_time_shows_while_a_tool_runs_and_goes_before
     clock = Clock()
     renderer = renderer_on(out, err, clock)
     with renderer:
+        clock.now += 2 * SHOW_AFTER_S
+        renderer.progress.refresh()
         assert "thinking · 0s" in screen.getvalue()  # before the model's first token
         renderer.emit(ToolCallStarted("c1", "slow_step", {"label": "A"}))
         clock.now += 12
@@ -54,6 +56,8 @@ def test_a_spinner_with_the_elapsed_time_shows_while_a_tool_runs_and_goes_before
         assert screen.getvalue().rindex(ERASE_LINE, 0, card_at) > screen.getvalue().rindex(
             "running slow_step · 12s", 0, card_at
         )
+        clock.now += 2 * SHOW_AFTER_S
+        renderer.progress.refresh()
         assert renderer.progress.shown  # waiting for the model again
         renderer.emit(Token("agent", "All done.", "m1"))
         assert not renderer.progress.shown  # output started
@@ -61,6 +65,19 @@ def test_a_spinner_with_the_elapsed_time_shows_while_a_tool_runs_and_goes_before
     text = screen.getvalue()
     assert text.rindex(ERASE_LINE) < text.index("All done.")
     assert text.endswith("All done.\n")
+
+
+def test_a_wait_shorter_than_the_delay_draws_no_spinner():
+    screen, out, err = terminal()
+    clock = Clock()
+    renderer = renderer_on(out, err, clock)
+    with renderer:
+        clock.now += SHOW_AFTER_S / 2
+        renderer.progress.refresh()
+        assert not renderer.progress.shown
+        renderer.emit(Token("agent", "Quick.", "m1"))
+        renderer.emit(TurnEnd("t", 1, "answered", "Quick."))
+    assert screen.getvalue() == "Quick.\n"  # nothing drawn, nothing to erase
 
 
 def test_no_spinner_when_stderr_is_not_a_terminal():

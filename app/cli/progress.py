@@ -1,9 +1,14 @@
 """A sign of life while a turn waits for the model or a tool: a spinner with the elapsed time on
 stderr, drawn only when stderr is a terminal, and removed (not left behind) before anything else is
-printed."""
+printed.
+
+A wait shorter than `SHOW_AFTER_S` shows nothing: a spinner that flashes for a few milliseconds
+before the first token says nothing and costs a render. One ticker thread per process draws the
+spinners that are due (and moves the ones shown on), so a turn starts no thread of its own."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 
@@ -11,6 +16,9 @@ from rich.console import Console, ConsoleOptions, RenderResult
 from rich.live import Live
 from rich.spinner import Spinner
 from rich.text import Text
+
+SHOW_AFTER_S = 0.1
+TICK_S = 1 / 8
 
 
 class Waiting:
@@ -34,8 +42,9 @@ class Waiting:
 
 
 class Progress:
-    """The spinner of one turn. `wait(label)` shows it (or says what it now waits for); `stop()`
-    removes it, so the next line printed starts clean."""
+    """The spinner of one turn. `wait(label)` asks for it (or says what it now waits for): it is
+    drawn once the wait has lasted `SHOW_AFTER_S`; `stop()` removes it, so the next line printed
+    starts clean."""
 
     def __init__(
         self, console: Console, *, enabled: bool, clock: Callable[[], float] = time.monotonic
@@ -43,7 +52,9 @@ class Progress:
         self.console = console
         self.enabled = enabled and console.is_terminal and not console.is_dumb_terminal
         self.waiting = Waiting(clock)
+        self._wanted_since: float | None = None  # when the current wait began; None: not waiting
         self._live: Live | None = None
+        self._lock = threading.Lock()  # the ticker's drawing against stop()
 
     @property
     def shown(self) -> bool:
@@ -52,25 +63,75 @@ class Progress:
     def wait(self, label: str) -> None:
         if not self.enabled:
             return
-        if label != self.waiting.label or self._live is None:
-            self.waiting.label, self.waiting.since = label, self.waiting.clock()
-        if self._live is None:
-            self._live = Live(
-                self.waiting,
-                console=self.console,
-                transient=True,
-                refresh_per_second=8,
-            )
-            self._live.start(refresh=True)
-        else:
-            self.refresh()
+        with self._lock:
+            if label != self.waiting.label or self._wanted_since is None:
+                self.waiting.label, self.waiting.since = label, self.waiting.clock()
+            if self._wanted_since is None:
+                self._wanted_since = self.waiting.clock()
+            if self._live is not None:
+                self._live.refresh()
+        TICKER.follow(self)
 
     def refresh(self) -> None:
-        """Draw it again now (the elapsed time moves on by itself between refreshes)."""
-        if self._live is not None:
-            self._live.refresh()
+        """Draw it now if it is due (the ticker does this every `TICK_S`)."""
+        with self._lock:
+            if self._wanted_since is None:
+                return
+            if self._live is not None:
+                self._live.refresh()
+            elif self.waiting.clock() - self._wanted_since >= SHOW_AFTER_S:
+                # Not redirecting stdout/stderr: nothing else is printed while it is shown.
+                self._live = Live(
+                    self.waiting,
+                    console=self.console,
+                    transient=True,
+                    auto_refresh=False,
+                    redirect_stdout=False,
+                    redirect_stderr=False,
+                )
+                self._live.start(refresh=True)
 
     def stop(self) -> None:
-        if self._live is not None:
-            self._live.stop()
-            self._live = None
+        with self._lock:
+            self._wanted_since = None
+            if self._live is not None:
+                self._live.stop()
+                self._live = None
+        TICKER.forget(self)
+
+
+class Ticker:
+    """The process's one drawing thread: while any spinner waits, it refreshes them every
+    `TICK_S`; with none waiting it sleeps until one does. Started when first needed."""
+
+    def __init__(self) -> None:
+        self._waiting: set[Progress] = set()
+        self._changed = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def follow(self, progress: Progress) -> None:
+        with self._changed:
+            if progress in self._waiting:
+                return
+            self._waiting.add(progress)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="spinner", daemon=True)
+                self._thread.start()
+            self._changed.notify()
+
+    def forget(self, progress: Progress) -> None:
+        with self._changed:
+            self._waiting.discard(progress)
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                while not self._waiting:
+                    self._changed.wait()
+                due = list(self._waiting)
+            for progress in due:
+                progress.refresh()
+            time.sleep(TICK_S)
+
+
+TICKER = Ticker()
