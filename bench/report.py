@@ -162,6 +162,13 @@ def concurrent_figures(result: dict) -> list[Figure]:
             result["waypoint"]["turn_ms_median"],
             result["baseline"]["turn_ms_median"],
         ),
+        Figure(
+            workload,
+            "CPU per turn under contention",
+            "ms",
+            result["waypoint"]["cpu_ms_per_turn"],
+            result["baseline"]["cpu_ms_per_turn"],
+        ),
     ]
 
 

@@ -22,6 +22,7 @@ def main(argv: list[str]) -> int:
     sys.stdin.readline()
     report: dict = {"turns_ok": 0, "errors": 0, "error_samples": [], "turn_s": []}
     report["start"] = time.time()
+    cpu_started = time.process_time()
     for turn in range(1, turns + 1):
         started = time.perf_counter()
         try:
@@ -34,6 +35,7 @@ def main(argv: list[str]) -> int:
         report["turn_s"].append(time.perf_counter() - started)
         report["turns_ok"] += 1
     report["end"] = time.time()
+    report["cpu_s"] = time.process_time() - cpu_started
     runner.close()
     print(json.dumps(report), flush=True)
     return 0

@@ -437,6 +437,9 @@ def _release(group: list[subprocess.Popen]) -> dict:
         "error_samples": [e for r in reports for e in r["error_samples"]][:5],
         "wall_s": wall,
         "turn_ms_median": 1000 * median([t for r in reports for t in r["turn_s"]]),
+        # CPU the workers spent per answered turn: with the CPUs busy, throughput is this; with
+        # them idle part of the time, it is the waits (SQLite's busy handler sleeps between tries).
+        "cpu_ms_per_turn": 1000 * sum(r["cpu_s"] for r in reports) / max(done, 1),
     }
 
 
