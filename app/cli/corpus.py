@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import asdict
@@ -106,7 +105,7 @@ def corpus_list(ctx: typer.Context, db: DbOption = None, as_json: JsonOption = F
     with _corpus_errors(settings):
         documents = index.list()
     if as_json:
-        io.out.print_json(json.dumps([asdict(d) for d in documents], ensure_ascii=False))
+        io.print_json([asdict(d) for d in documents])
         return
     if not documents:
         io.out.print(f"the corpus is empty; {ADD_HINT}", markup=False)
@@ -165,7 +164,7 @@ def corpus_search(
     with _corpus_errors(settings):
         results = index.search(query, limit)
     if as_json:
-        io.out.print_json(json.dumps([asdict(r) for r in results], ensure_ascii=False))
+        io.print_json([asdict(r) for r in results])
         return
     text = format_results(results) if results else no_match_message(query)
     io.out.print(text, markup=False, highlight=False)

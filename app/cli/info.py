@@ -3,7 +3,6 @@ health) and `tools` (every tool the model can call)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
@@ -121,7 +120,7 @@ def list_tools(
             for tool in runtime.context.tools
         ]
     if as_json:
-        io.out.print_json(json.dumps(described, ensure_ascii=False))
+        io.print_json(described)
         return
     columns = [
         Column("tool"),

@@ -6,8 +6,9 @@ whether its stream is a terminal when a Console is made, which is why each run m
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
@@ -26,6 +27,16 @@ class Invocation:
     out: Console = field(default_factory=lambda: _console(stderr=False))
     err: Console = field(default_factory=lambda: _console(stderr=True))
     debug: bool = False
+
+    def print_json(self, data: Any, **dumps: Any) -> None:
+        """`data` as JSON indented by two, on stdout: highlighted on a terminal; piped, the same
+        text written as is (rich's highlighter took a third of a second over 1,000 threads, for
+        a program that only parses it). `dumps` go to json.dumps (`default=str`)."""
+        if self.out.is_terminal:
+            self.out.print_json(data=data, ensure_ascii=False, **dumps)
+            return
+        self.out.file.write(json.dumps(data, indent=2, ensure_ascii=False, **dumps) + "\n")
+        self.out.file.flush()
 
 
 def load_settings(**overrides: object) -> Settings:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -82,7 +81,7 @@ def list_configured_tools(
             for tool in tools
         ]
     if as_json:
-        io.out.print_json(json.dumps(rows, ensure_ascii=False))
+        io.print_json(rows)
         return
     if not rows:
         io.out.print("no MCP servers configured (or all are disabled)")

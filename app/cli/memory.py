@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Sequence
 from typing import Annotated
@@ -150,4 +149,4 @@ def _table(items: Sequence) -> Table:
 
 
 def _print_json(io: Invocation, items: Sequence) -> None:
-    io.out.print_json(json.dumps([item.as_dict() for item in items], ensure_ascii=False))
+    io.print_json([item.as_dict() for item in items])

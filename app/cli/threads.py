@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -35,7 +34,7 @@ def threads_list(ctx: typer.Context, db: DbOption = None, as_json: JsonOption = 
     path = settings.database.path
     if path is not None and _missing(path):  # a listing never creates a database
         if as_json:
-            io.out.print_json("[]")
+            io.print_json([])
         else:
             io.out.print(
                 f"no threads yet: {path} does not exist yet; start one with: "
@@ -46,7 +45,7 @@ def threads_list(ctx: typer.Context, db: DbOption = None, as_json: JsonOption = 
     with open_database(settings.database, settings.busy_timeout) as database:
         threads = list_threads(database)
     if as_json:
-        io.out.print_json(json.dumps([t.as_dict() for t in threads], ensure_ascii=False))
+        io.print_json([t.as_dict() for t in threads])
         return
     io.out.print(threads_table(threads, io.out.width), soft_wrap=False)
 
@@ -126,7 +125,7 @@ def threads_prune(
             dry_run=dry_run,
         )
     if as_json:
-        io.out.print_json(json.dumps(report.as_dict(), ensure_ascii=False, default=str))
+        io.print_json(report.as_dict(), default=str)
         return
     verb = "would delete" if dry_run else "deleted"
     for item in report.threads:

@@ -123,7 +123,7 @@ def history(
             "--limit N for more[/dim]"
         )
     if as_json:
-        io.out.print_json(json.dumps([t.as_dict() for t in found.turns], ensure_ascii=False))
+        io.print_json([t.as_dict() for t in found.turns])
     else:
         io.out.print(history_table(thread, found.turns, io.out.width), soft_wrap=False)
 
@@ -135,7 +135,7 @@ def _print_checkpoints(
     on_branch = {r.checkpoint_id for r in index.branch()}
     if as_json:
         data = [r.as_dict() | {"on_branch": r.checkpoint_id in on_branch} for r in rows]
-        io.out.print_json(json.dumps(data, ensure_ascii=False))
+        io.print_json(data)
     else:
         io.out.print(
             checkpoints_table(
@@ -179,7 +179,7 @@ def show(
             **strategy,
             "messages": [message_dict(m) for m in values.get("messages", [])],
         }
-        io.out.print_json(json.dumps(data, ensure_ascii=False, default=str))
+        io.print_json(data, default=str)
         return
     io.err.print(
         f"[bold]thread {thread}[/bold] at {row.checkpoint_id} (step {row.step}, "
@@ -213,7 +213,7 @@ def diff(
         found = api.diff(database, thread, before, after)
     changes = found.changes
     if as_json:
-        io.out.print_json(json.dumps(changes.as_dict(), ensure_ascii=False, default=str))
+        io.print_json(changes.as_dict(), default=str)
         return
     io.out.print(
         f"[bold]{short_id(found.before.checkpoint_id)} → {short_id(found.after.checkpoint_id)}[/bold]"
