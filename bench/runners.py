@@ -193,3 +193,14 @@ def head_messages(runner: Runner) -> list:
         graph, thread_id = runner.graph, runner.thread_id  # type: ignore[attr-defined]
     state = graph.get_state({"configurable": {"thread_id": thread_id}})
     return list(state.values.get("messages", []))
+
+
+def settle_heap() -> None:
+    """What a long-lived Waypoint process does once it is set up (app/service/runtime.py), for the
+    benchmark's processes that run Waypoint's turns; nothing where this version has no such step.
+    The baseline's processes do not: a plain LangGraph app keeps CPython's defaults."""
+    try:
+        from app.service.runtime import settle_heap as settle
+    except ImportError:
+        return
+    settle()

@@ -25,11 +25,19 @@ from bench.measure import timed
 
 
 def serve(variant: str, db_path: Path) -> None:
-    from bench.runners import BaselineRunner, GraphRunner, SessionRunner, head_messages
+    from bench.runners import (
+        BaselineRunner,
+        GraphRunner,
+        SessionRunner,
+        head_messages,
+        settle_heap,
+    )
     from bench.workloads import message_json_bytes
 
     makers = {"session": SessionRunner, "graph": GraphRunner, "baseline": BaselineRunner}
     runner = makers[variant](db_path)
+    if variant != "baseline":
+        settle_heap()
     references: dict[str, Any] = {}
     say({"ready": True})
     for line in sys.stdin:

@@ -12,12 +12,14 @@ import time
 from pathlib import Path
 
 from bench.model import question
-from bench.runners import BaselineRunner, SessionRunner
+from bench.runners import BaselineRunner, SessionRunner, settle_heap
 
 
 def main(argv: list[str]) -> int:
     kind, db, thread_id, turns = argv[0], Path(argv[1]), argv[2], int(argv[3])
     runner = SessionRunner(db, thread_id) if kind == "waypoint" else BaselineRunner(db, thread_id)
+    if kind == "waypoint":
+        settle_heap()
     print("ready", flush=True)
     sys.stdin.readline()
     report: dict = {"turns_ok": 0, "errors": 0, "error_samples": [], "turn_s": []}

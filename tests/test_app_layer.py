@@ -180,3 +180,29 @@ def test_the_cli_the_repl_and_the_server_roll_back_through_the_same_service(monk
 
 def consoles() -> tuple[Console, Console]:
     return Console(file=io.StringIO()), Console(file=io.StringIO())
+
+
+def test_a_settled_process_keeps_its_set_up_out_of_the_collectors_scans():
+    """settle_heap (the REPL, serve and the benchmark's workers, once set up): in a process of its
+    own, since it changes the collector for the rest of the process."""
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    script = (
+        "import gc\n"
+        "from app.service.runtime import YOUNG_COLLECTION_EVERY, open_runtime, settle_heap\n"
+        "from app.config import load_settings\n"
+        "assert gc.get_freeze_count() == 0\n"
+        "with open_runtime(load_settings()) as runtime:\n"
+        "    settle_heap()\n"
+        "    assert gc.get_freeze_count() > 10_000, gc.get_freeze_count()\n"
+        "    assert gc.get_threshold()[0] == YOUNG_COLLECTION_EVERY\n"
+        "print('settled')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "settled"
