@@ -7,6 +7,8 @@ from __future__ import annotations
 import io
 import json
 import re
+import threading
+import time
 
 from rich.console import Console
 from rich.text import Text
@@ -78,6 +80,24 @@ def test_a_wait_shorter_than_the_delay_draws_no_spinner():
         renderer.emit(Token("agent", "Quick.", "m1"))
         renderer.emit(TurnEnd("t", 1, "answered", "Quick."))
     assert screen.getvalue() == "Quick.\n"  # nothing drawn, nothing to erase
+
+
+def test_a_finished_turn_leaves_no_spinner_thread_behind():
+    _, out, err = terminal()
+    clock = Clock()
+    with renderer_on(out, err, clock) as renderer:
+        clock.now += 2 * SHOW_AFTER_S
+        renderer.progress.refresh()
+        assert renderer.progress.shown
+        assert spinner_threads()
+    deadline = time.monotonic() + 30  # it ends IDLE_EXIT_S after the last spinner stopped
+    while spinner_threads() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not spinner_threads()
+
+
+def spinner_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "spinner" and t.is_alive()]
 
 
 def test_no_spinner_when_stderr_is_not_a_terminal():

@@ -19,6 +19,7 @@ from rich.text import Text
 
 SHOW_AFTER_S = 0.1
 TICK_S = 1 / 8
+IDLE_EXIT_S = 0.5  # the ticker thread ends after this long with no spinner waiting
 
 
 class Waiting:
@@ -102,7 +103,8 @@ class Progress:
 
 class Ticker:
     """The process's one drawing thread: while any spinner waits, it refreshes them every
-    `TICK_S`; with none waiting it sleeps until one does. Started when first needed."""
+    `TICK_S`. Started when a spinner first waits; it ends once none has waited for `IDLE_EXIT_S`
+    (so a finished command has no thread of it left)."""
 
     def __init__(self) -> None:
         self._waiting: set[Progress] = set()
@@ -126,8 +128,11 @@ class Ticker:
     def _run(self) -> None:
         while True:
             with self._changed:
-                while not self._waiting:
-                    self._changed.wait()
+                if not self._waiting and not self._changed.wait_for(
+                    lambda: bool(self._waiting), timeout=IDLE_EXIT_S
+                ):
+                    self._thread = None  # idle: the next spinner starts a new one
+                    return
                 due = list(self._waiting)
             for progress in due:
                 progress.refresh()
