@@ -213,6 +213,22 @@ def test_an_index_row_orphaned_by_a_crash_is_ignored(memory: MemoryStore, databa
     ]
 
 
+def test_an_orphaned_best_match_makes_way_for_the_next_one(memory: MemoryStore, database: str):
+    """Only `limit` items are read at first; a missing one is replaced from the spare rows."""
+    memory.remember("alice", "The user's favourite colour is teal")
+    memory.remember("alice", "The user's car is red")
+    execute(
+        database,
+        "INSERT INTO memory_fts(rowid, terms, kind, user, key) "
+        "VALUES (42, 'favourite colour red car', 'memories', 'alice', 'ghost')",
+        "INSERT INTO memory_terms(rowid, terms, kind, user_label, key) "
+        "VALUES (42, ARRAY['favourite', 'colour', 'red', 'car'], 'memories', 'alice', 'ghost')",
+    )
+    [best] = memory.search("memories", "alice", "favourite colour red car", limit=1)
+    assert best.text in {"The user's favourite colour is teal", "The user's car is red"}
+    assert len(memory.search("memories", "alice", "favourite colour red car", limit=2)) == 2
+
+
 def test_a_lost_index_is_rebuilt_from_the_store(db_path: Path):
     with MemoryStore.open(db_path) as memory:
         memory.remember("first.last", "The user's favourite colour is teal")

@@ -225,15 +225,17 @@ class MemoryStore:
         if not terms or limit < 1:
             return []
         # a few spare for rows orphaned by a crash
-        rows = self.index.search(kind, label, terms, require_all, limit + 8)
-        scores = dict(rows)
-        found = self.store.batch([GetOp((kind, label), key) for key in scores]) if scores else []
-        hits = [
-            replace(_to_memory_item(item), score=scores[item.key])
-            for item in found
-            if item is not None
-        ]
-        return hits[:limit]
+        scores = dict(self.index.search(kind, label, terms, require_all, limit + 8))
+        keys, hits = list(scores), []
+        while keys and len(hits) < limit:  # the spare rows' items are read only if one is missing
+            wanted, keys = keys[: limit - len(hits)], keys[limit - len(hits) :]
+            found = self.store.batch([GetOp((kind, label), key) for key in wanted])
+            hits += [
+                replace(_to_memory_item(item), score=scores[item.key])
+                for item in found
+                if item is not None
+            ]
+        return hits
 
     def count(self, kind: Kind, user: str) -> int:
         return self.index.count(kind, user_label(user))
