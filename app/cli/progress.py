@@ -81,14 +81,10 @@ class Progress:
             if self._live is not None:
                 self._live.refresh()
             elif self.waiting.clock() - self._wanted_since >= SHOW_AFTER_S:
-                # Not redirecting stdout/stderr: nothing else is printed while it is shown.
+                # rich's own refresh thread stays off: the ticker refreshes it. Stray writes to
+                # sys.stdout/sys.stderr (a library's warning) still go above it, as rich redirects.
                 self._live = Live(
-                    self.waiting,
-                    console=self.console,
-                    transient=True,
-                    auto_refresh=False,
-                    redirect_stdout=False,
-                    redirect_stderr=False,
+                    self.waiting, console=self.console, transient=True, auto_refresh=False
                 )
                 self._live.start(refresh=True)
 
