@@ -144,31 +144,26 @@ def cold_start_figures(result: dict) -> list[Figure]:
     return figures
 
 
+# (metric, unit, key in each variant's result, which way is better)
+CONCURRENT_FIGURES = [
+    ("turns per second (all processes)", "turns/s", "turns_per_s", "higher"),
+    ("turn p50 under contention", "ms", "turn_ms_median", "lower"),
+    ("CPU per turn under contention", "ms", "cpu_ms_per_turn", "lower"),
+]
+
+
 def concurrent_figures(result: dict) -> list[Figure]:
     workload = f"{result['processes']} processes"
     return [
         Figure(
             workload,
-            "turns per second (all processes)",
-            "turns/s",
-            result["waypoint"]["turns_per_s"],
-            result["baseline"]["turns_per_s"],
-            better="higher",
-        ),
-        Figure(
-            workload,
-            "turn p50 under contention",
-            "ms",
-            result["waypoint"]["turn_ms_median"],
-            result["baseline"]["turn_ms_median"],
-        ),
-        Figure(
-            workload,
-            "CPU per turn under contention",
-            "ms",
-            result["waypoint"]["cpu_ms_per_turn"],
-            result["baseline"]["cpu_ms_per_turn"],
-        ),
+            metric,
+            unit,
+            result["waypoint"][key],
+            result["baseline"][key],
+            better=better,
+        )
+        for metric, unit, key, better in CONCURRENT_FIGURES
     ]
 
 
