@@ -87,7 +87,7 @@ def settle_heap() -> None:
     what exists now (modules, compiled graphs, the model, the tools) lives as long as the process,
     so it is taken out of the garbage collector's scans (`gc.freeze`), and the youngest objects are
     collected every 10,000 allocations instead of 700. The collector's share of a turn went from
-    ~1.0 to ~0.25 ms (`python -m bench` workers; /tmp probes with gc.callbacks). Call it once: the
+    ~1.0 to ~0.25 ms (timed with gc.callbacks over a bench worker's turns). Call it once: the
     objects alive at the call are kept for good, so a cycle among them is never freed."""
     gc.freeze()
     gc.set_threshold(YOUNG_COLLECTION_EVERY, 10, 10)
