@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 
@@ -19,6 +20,8 @@ class Figure:
 
     @property
     def ratio(self) -> float:
+        if not self.baseline:  # a growth a smoke-sized run did not see: neither grew, or only one
+            return 1.0 if not self.waypoint else math.inf
         return self.waypoint / self.baseline
 
     def as_dict(self) -> dict:

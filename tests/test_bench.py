@@ -47,8 +47,13 @@ def test_smoke_benchmark_writes_a_consistent_report(tmp_path: Path):
     assert {f["workload"] for f in figures} == WORKLOADS
     for figure in figures:
         assert set(figure) == FIGURE_KEYS, figure
-        assert figure["waypoint"] > 0 and figure["baseline"] > 0, figure
-        assert math.isclose(figure["ratio"], figure["waypoint"] / figure["baseline"]), figure
+        if figure["metric"].startswith("DB growth"):
+            # a turn or two of a smoke-sized thread can fit in the pages already allocated
+            assert figure["waypoint"] >= 0 and figure["baseline"] >= 0, figure
+        else:
+            assert figure["waypoint"] > 0 and figure["baseline"] > 0, figure
+        if figure["baseline"]:
+            assert math.isclose(figure["ratio"], figure["waypoint"] / figure["baseline"]), figure
         assert figure["better"] in {"lower", "higher", ""}
 
     names = {(f["workload"], f["metric"], f["path"]) for f in figures}
