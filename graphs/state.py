@@ -80,8 +80,8 @@ class AgentState(TypedDict):
     tokens_used: NotRequired[int]
     budget_exhausted: NotRequired[Budget | None]
     strategy: NotRequired[str]  # the strategy that ran the last turn (graphs/strategies.py)
-    # The id of the user message that began the current turn: `begin_turn` starts a turn (resets the
-    # counters above) for a new user message that no input began (graphs/shared/turns.py).
+    # The id of the user message that began the current turn: the first node to run for a new user
+    # message that no input began starts a turn (resets the counters above; graphs/shared/turns.py).
     turn_message_id: NotRequired[str | None]
 
 

@@ -61,7 +61,7 @@ def test_jsonl_prints_one_event_per_line_in_order():
     assert tool_calls[2] == "calculator"
     assert {"node", "token", "tool_result"} <= set(kinds)
     nodes = [e["node"] for e in events if e["event"] == "node"]
-    assert nodes == ["begin_turn", "agent", "tools", "agent", "tools", "agent"]
+    assert nodes == ["agent", "tools", "agent", "tools", "agent"]
     tokens = "".join(e["text"] for e in events if e["event"] == "token")
     assert tokens == events[-1]["answer"]
     assert result.stderr.decode() == ""

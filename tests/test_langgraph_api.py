@@ -120,7 +120,7 @@ def expected_outcome(tag: str) -> dict:
         "created": ({"suite": tag, "kind": "math"}, "idle"),
         "modes": ["messages", "metadata", "updates", "values"],
         "first_answer": "6 * 7 = 42",
-        "nodes": ["begin_turn", "agent", "tools", "agent"],
+        "nodes": ["agent", "tools", "agent"],
         "streamed": "6 * 7 = 42",
         "second": ("2 + 2 = 4", 2, 2),
         "state": (2, [], []),

@@ -1,7 +1,7 @@
 """The graphs `langgraph.json` serves run on JSON context alone (graphs/spec.RunSpec): a client of a
 LangGraph server sends `{"model": "offline", ...}`, never live objects, and plain
-`{"messages": [...]}` input; begin_turn starts each turn. (The same script against `langgraph dev`
-and `serve` is tests/test_langgraph_api.py.)"""
+`{"messages": [...]}` input; the first node to run begins each turn. (The same script against
+`langgraph dev` and `serve` is tests/test_langgraph_api.py.)"""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def test_langgraph_json_names_one_graph_per_strategy_with_a_json_context_schema(
         assert schema["additionalProperties"] is False
 
 
-def test_a_turn_runs_on_json_context_and_plain_input_and_begin_turn_counts_the_turns():
+def test_a_turn_runs_on_json_context_and_plain_input_and_its_first_node_counts_the_turns():
     graph = compiled("waypoint")
     first = ask(graph, "t", "what is 6 times 7", context={"model": "offline"})
     assert first["messages"][-1].content == "6 * 7 = 42"

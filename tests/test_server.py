@@ -176,7 +176,7 @@ def test_the_standard_modes_carry_values_updates_and_message_chunks(client: Test
     assert events[-1][0] == "values"
     assert events[-1][1]["messages"][-1]["content"] == "6 * 7 = 42"
     nodes = [node for k, d in events if k == "updates" for node in d]
-    assert nodes == ["begin_turn", "agent", "tools", "agent"]
+    assert nodes == ["agent", "tools", "agent"]
     chunks = [d[0] for k, d in events if k == "messages" and d[0]["type"] == "AIMessageChunk"]
     assert "".join(c["content"] for c in chunks) == "6 * 7 = 42"
     assert all(d[1]["langgraph_node"] for k, d in events if k == "messages")
@@ -404,7 +404,7 @@ def test_assistants_are_the_strategies_with_langgraphs_ids(client: TestClient):
     assert schemas["context_schema"]["properties"]["approval"]["enum"] == ["ask", "auto", "never"]
     assert "plan" in schemas["state_schema"]["properties"]
     graph = client.get("/assistants/waypoint/graph").json()
-    assert {"source": "__start__", "target": "begin_turn"} in graph["edges"]
+    assert {"source": "__start__", "target": "agent", "conditional": True} in graph["edges"]
 
 
 def test_a_run_chooses_the_strategy_by_assistant_and_the_thread_keeps_it(client: TestClient):

@@ -131,8 +131,8 @@ def test_graph_prints_each_strategy_as_mermaid():
     assert result.returncode == 0, result.stderr.decode()
     text = result.stdout.decode()
     for edge in (
-        "__start__ --> begin_turn",
-        "begin_turn -.-> planner",
+        "__start__ -.-> planner",
+        "__start__ -.-> summarize",
         "planner -.-> executor",
         "executor -.-> executor",
         "executor -.-> planner",

@@ -156,8 +156,8 @@ def test_replay_reruns_the_model_on_a_new_branch(database: str):
     assert len([r for r in rows if r.note == "replay"]) >= 3
     assert index("p").head.note == "replay"
     end = json.loads(run_cli("history", "-t", "p", "--all", "--json").stdout)
-    # on a branch from step 0: the fork's copy, then begin_turn, agent, tools, agent again
-    assert len(end) == len(every) + 5
+    # on a branch from step 0: the fork's copy, then agent, tools, agent again
+    assert len(end) == len(every) + 4
 
 
 def test_replay_asks_before_rerunning_a_file_write(isolated: Path):

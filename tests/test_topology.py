@@ -12,13 +12,12 @@ from graphs.react.tool_loop import TOOL_LOOP
 from graphs.shared.closing import ErrorRoute, on_node_error
 from graphs.strategies import ERROR_HANDLER, STRATEGIES, drawing, mermaid
 
-SHARED_NODES = {"__start__", "__end__", ERROR_HANDLER, "begin_turn", "failure_handler", "finalize"}
-# The node error handler's route, which LangGraph's drawing leaves out (graphs.strategies.drawing),
-# and begin_turn, which every graph enters first (graphs/shared/turns.py).
+SHARED_NODES = {"__start__", "__end__", ERROR_HANDLER, "failure_handler", "finalize"}
+# The node error handler's route, which LangGraph's drawing leaves out (graphs.strategies.drawing).
+# No node of its own begins a turn: the first node to run does (graphs/shared/turns.py).
 ERROR_EDGES = {
     (ERROR_HANDLER, "failure_handler", True),
     ("failure_handler", "__end__", False),
-    ("__start__", "begin_turn", False),
 }
 
 NODES = {
@@ -30,8 +29,8 @@ NODES = {
 EDGES = {
     "react": ERROR_EDGES
     | {
-        ("begin_turn", "agent", True),
-        ("begin_turn", "summarize", True),
+        ("__start__", "agent", True),
+        ("__start__", "summarize", True),
         ("agent", "tools", True),
         ("agent", "retry", True),
         ("agent", "summarize", True),
@@ -48,8 +47,8 @@ EDGES = {
     },
     "plan": ERROR_EDGES
     | {
-        ("begin_turn", "planner", True),
-        ("begin_turn", "summarize", True),
+        ("__start__", "planner", True),
+        ("__start__", "summarize", True),
         ("planner", "executor", True),
         ("planner", "synthesizer", True),
         ("planner", "retry", True),
@@ -73,7 +72,7 @@ EDGES = {
     },
     "reflexion": ERROR_EDGES
     | {
-        ("begin_turn", "attempt", False),
+        ("__start__", "attempt", False),
         ("attempt", "evaluate", True),
         ("attempt", "__end__", True),
         ("evaluate", "reflect", True),
@@ -86,7 +85,7 @@ EDGES = {
     },
     "routed": ERROR_EDGES
     | {
-        ("begin_turn", "classify", False),
+        ("__start__", "classify", False),
         ("classify", "calculator", True),
         ("classify", "small_talk", True),
         ("classify", "tool_loop", True),

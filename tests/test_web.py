@@ -121,9 +121,8 @@ def test_chat_streams_an_answer_and_time_travel_moves_the_head(page):  # type: i
     from playwright.sync_api import expect
 
     expect(page.locator("#mermaid")).to_contain_text("agent -.-> tools;")
-    expect(page.locator("#graph-svg svg rect")).to_have_count(
-        9
-    )  # every node reachable from __start__, begin_turn included
+    # every node reachable from __start__
+    expect(page.locator("#graph-svg svg rect")).to_have_count(8)
 
     page.fill("#new-thread-id", "web")
     page.click("#new-thread button")
@@ -354,7 +353,7 @@ def test_the_graph_is_drawn_large_enough_to_read_and_enlarges_on_click(page, sit
     expect(dialog).to_be_visible()
     large = dialog.locator("text", has_text="failure_handler").bounding_box()["height"]
     assert large >= 1.4 * small
-    expect(dialog.locator("rect")).to_have_count(9)  # the nodes, begin_turn included
+    expect(dialog.locator("rect")).to_have_count(8)  # the nodes
     site.screenshot(page, "graph-enlarged")
     page.keyboard.press("Escape")
     expect(dialog).to_be_hidden()

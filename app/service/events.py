@@ -195,7 +195,7 @@ def from_stream(mode: str, payload: Any, namespace: tuple[str, ...] = ()) -> lis
         )
     if mode == "custom":
         return [_custom(payload)] if isinstance(payload, dict) else []
-    if mode == "updates":  # a node that wrote nothing (begin_turn, mostly) has nothing to show
+    if mode == "updates":  # a node that wrote nothing has nothing to show
         return [NodeUpdate(node, update, namespace) for node, update in payload.items() if update]
     if mode == "values":
         return [StateValues(payload, namespace)] if isinstance(payload, dict) else []

@@ -130,7 +130,7 @@ class ChatSession:
                 self.strategy_notice = ""
             run.drive(
                 {"messages": [message]}
-            )  # begin_turn starts the turn (graphs/shared/turns.py)
+            )  # its first node begins the turn (graphs/shared/turns.py)
             end = answer_approvals(run, approver, just_ran=True)
             result = run.finish(end)
             remember_turn(self.memory, self.user, text, result, end)

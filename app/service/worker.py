@@ -116,7 +116,8 @@ def without_fence(checkpoint: Any) -> Any:
 
 def run_seconds_left(graph_input: Any, context: Any) -> float | None:
     """A new turn's time budget bounds every model request of its run: all of it for a turn
-    that starts now (begin_turn starts it), what is left for one whose input says when it began."""
+    that starts now (its first node begins it), what is left for one whose input says when it
+    began."""
     if not isinstance(graph_input, dict) or not isinstance(context, AgentContext):
         return None
     if "turn_started_at" not in graph_input:

@@ -1,20 +1,21 @@
 """Plan-and-Solve (`--strategy plan`): wiring only, it reads like the diagram.
 
-START ─► begin_turn ─(over budget)─► summarize ─► planner
-START ─► begin_turn ─► planner ─┬─ valid plan ──► executor ─┬─ steps left ─────────► executor
-                                │                           ├─ step failed (once) ─► planner (re-plan the rest)
-                                │                           ├─ budget spent ───────► finalize ─► END
-                                │                           └─ done ───────────────► synthesizer ─┬─► END
-                                ├─ no steps ─────────────────────────────────────► synthesizer    └─ model error ─► retry
-                                ├─ invalid plan / transient model error ─► retry ─► planner (or synthesizer)
-                                ├─ context overflow ─► summarize ─► planner (or synthesizer)
-                                └─ retries used up / permanent error ────► failure_handler ─► END
-begin_turn starts the turn when no input began it (graphs/shared/turns.py).
+START ─(over budget)─► summarize ─► planner
+START ─► planner ─┬─ valid plan ──► executor ─┬─ steps left ─────────► executor
+                  │                           ├─ step failed (once) ─► planner (re-plan the rest)
+                  │                           ├─ budget spent ───────► finalize ─► END
+                  │                           └─ done ───────────────► synthesizer ─┬─► END
+                  ├─ no steps ─────────────────────────────────────► synthesizer    └─ model error ─► retry
+                  ├─ invalid plan / transient model error ─► retry ─► planner (or synthesizer)
+                  ├─ context overflow ─► summarize ─► planner (or synthesizer)
+                  └─ retries used up / permanent error ────► failure_handler ─► END
+The first node to run for a new user message begins the turn (graphs/shared/turns.py).
 """
 
 from __future__ import annotations
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph import START
 from langgraph.graph.state import CompiledStateGraph
 
 from graphs.plan.nodes import executor, planner, synthesizer
@@ -44,7 +45,7 @@ def build_plan_graph(checkpointer: BaseCheckpointSaver | None = None) -> Compile
             "summarize": summarize,
         },
     )
-    graph.add_conditional_edges("begin_turn", route_at_plan_start)
+    graph.add_conditional_edges(START, route_at_plan_start)
     graph.add_conditional_edges("planner", route_after_planner)
     graph.add_conditional_edges("executor", route_after_executor)
     graph.add_conditional_edges("synthesizer", route_after_synthesizer)

@@ -1,7 +1,7 @@
 """The react strategy's graph, the tool loop: wiring only, it reads like the diagram.
 
-START ─► begin_turn ─┬─ over the context budget ─► summarize ─► agent
-                     └───────────────────────────────────────► agent
+START ─┬─ over the context budget ─► summarize ─► agent
+       └───────────────────────────────────────► agent
 agent ─┬─ tool calls ─────────────────────► tools ─┬─ all ok ──────────────────────► agent
        │                                           ├─ tool error ──────────────────► retry ─► agent
        │                                           ├─ tool error, retries used up ─► failure_handler
@@ -12,12 +12,13 @@ agent ─┬─ tool calls ─────────────────�
        ├─ budget spent or repeated identical call ───────► finalize ───────► END
        └─ plain answer ──────────────────────────────────► END
 a bug in any node ─► (node error handler) ─► failure_handler
-begin_turn starts the turn when no input began it (graphs/shared/turns.py).
+The first node to run for a new user message begins the turn (graphs/shared/turns.py).
 """
 
 from __future__ import annotations
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph import START
 from langgraph.graph.state import CompiledStateGraph
 
 from graphs.react.nodes import agent, tools
@@ -35,7 +36,7 @@ def build_graph(checkpointer: BaseCheckpointSaver | None = None) -> CompiledStat
         {},
         {"agent": agent, "tools": tools, "retry": retry, "summarize": summarize},
     )
-    graph.add_conditional_edges("begin_turn", route_at_start)
+    graph.add_conditional_edges(START, route_at_start)
     graph.add_conditional_edges("agent", route_after_agent)
     graph.add_conditional_edges("tools", route_after_tools)
     graph.add_edge("retry", "agent")

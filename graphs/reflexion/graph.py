@@ -2,18 +2,19 @@
 loop run as a subgraph (graphs/react/tool_loop.py), with this turn's lessons in its prompt, up to
 `max_trials` attempts.
 
-START ─► begin_turn ─► attempt ─┬─ answered ─► evaluate ─┬─ success / no trials left ─► END
-                                │                        ├─ failure ─► reflect ─► attempt
-                                │                        ├─ failure, turn budget spent ─► finalize ─► END
-                                │                        └─ transient model error ─► retry ─► evaluate
-                                └─ failed, cancelled or budget spent ─────────────────────► END
+START ─► attempt ─┬─ answered ─► evaluate ─┬─ success / no trials left ─► END
+                  │                        ├─ failure ─► reflect ─► attempt
+                  │                        ├─ failure, turn budget spent ─► finalize ─► END
+                  │                        └─ transient model error ─► retry ─► evaluate
+                  └─ failed, cancelled or budget spent ─────────────────────► END
 A bug in any node ─► failure_handler ─► END (the node error handler, in every strategy).
-begin_turn starts the turn when no input began it (graphs/shared/turns.py).
+The first node to run for a new user message begins the turn (graphs/shared/turns.py).
 """
 
 from __future__ import annotations
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph import START
 from langgraph.graph.state import CompiledStateGraph
 
 from graphs.reflexion.nodes import attempt, evaluate, reflect
@@ -30,7 +31,7 @@ def build_reflexion_graph(checkpointer: BaseCheckpointSaver | None = None) -> Co
         REFLEXION_TURN_RESET,
         {"attempt": attempt, "evaluate": evaluate, "reflect": reflect, "retry": retry},
     )
-    graph.add_edge("begin_turn", "attempt")
+    graph.add_edge(START, "attempt")
     graph.add_conditional_edges("attempt", route_after_attempt)
     graph.add_conditional_edges("evaluate", route_after_evaluate)
     graph.add_edge("reflect", "attempt")

@@ -1,19 +1,19 @@
 """Query routing (`--strategy routed`): wiring only, it reads like the diagram. The tool loop runs
 as a subgraph (graphs/react/tool_loop.py).
 
-START ─► begin_turn ─► classify ─┬─ arithmetic ─► calculator ─┬─ result ─► END
-                                 │                            └─ error ──► tool_loop ─► END
-                                 ├─ small talk ─► small_talk ─► END   (a model error ─► tool_loop)
-                                 └─ anything else ─────────────────────► tool_loop ─► END
+START ─► classify ─┬─ arithmetic ─► calculator ─┬─ result ─► END
+                   │                            └─ error ──► tool_loop ─► END
+                   ├─ small talk ─► small_talk ─► END   (a model error ─► tool_loop)
+                   └─ anything else ─────────────────────► tool_loop ─► END
 Where the tool loop would start with the turn's budget spent ─► finalize ─► END.
 A bug in any node ─► failure_handler ─► END (the node error handler, in every strategy).
-begin_turn starts the turn when no input began it (graphs/shared/turns.py).
+The first node to run for a new user message begins the turn (graphs/shared/turns.py).
 """
 
 from __future__ import annotations
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.graph import END
+from langgraph.graph import END, START
 from langgraph.graph.state import CompiledStateGraph
 
 from graphs.routed.nodes import calculator, classify, small_talk, tool_loop
@@ -34,7 +34,7 @@ def build_routed_graph(checkpointer: BaseCheckpointSaver | None = None) -> Compi
             "tool_loop": tool_loop,
         },
     )
-    graph.add_edge("begin_turn", "classify")
+    graph.add_edge(START, "classify")
     graph.add_conditional_edges("classify", route_after_classify)
     graph.add_conditional_edges("calculator", route_after_answer)
     graph.add_conditional_edges("small_talk", route_after_answer)

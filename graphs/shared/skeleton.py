@@ -1,18 +1,18 @@
 """What every strategy's graph has, built once: the JSON run context (RunSpec) as its context schema,
-the node error handler, `begin_turn` first, `failure_handler` and `finalize` to END, and every node
-added so that it writes only the fields it changes (graphs/shared/changes.py). A strategy adds its
-own nodes (by name) and wires them from `begin_turn`."""
+the node error handler, `failure_handler` and `finalize` to END, and every node added so that the
+first to run in a turn begins it (graphs/shared/turns.py) and each writes only the fields it changes
+(graphs/shared/changes.py). A strategy adds its own nodes (by name) and wires them from START."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from langgraph.graph import END, START, StateGraph
+from langgraph.graph import END, StateGraph
 
 from graphs.shared.changes import changes_only
 from graphs.shared.closing import failure_handler, finalize, on_node_error
-from graphs.shared.turns import begin_turn
+from graphs.shared.turns import begins_turn, turn_start
 from graphs.spec import RunSpec
 
 
@@ -23,17 +23,12 @@ def strategy_graph(
     nodes: Mapping[str, Callable[..., Any]],
 ) -> StateGraph:
     """A strategy's graph with the shared nodes and edges, and `nodes` added; not compiled."""
+    start = turn_start(strategy, turn_reset)
     graph = StateGraph(state, context_schema=RunSpec)
-    graph.set_node_defaults(error_handler=on_node_error)
-    every = {
-        "begin_turn": begin_turn(strategy, turn_reset),
-        **nodes,
-        "failure_handler": failure_handler,
-        "finalize": finalize,
-    }
+    graph.set_node_defaults(error_handler=begins_turn(on_node_error, start))
+    every = {**nodes, "failure_handler": failure_handler, "finalize": finalize}
     for name, node in every.items():
-        graph.add_node(name, changes_only(node))
-    graph.add_edge(START, "begin_turn")
+        graph.add_node(name, changes_only(begins_turn(node, start)))
     graph.add_edge("failure_handler", END)
     graph.add_edge("finalize", END)
     return graph
