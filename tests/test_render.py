@@ -10,12 +10,13 @@ import re
 import threading
 import time
 
+from langchain_core.messages import AIMessage
 from rich.console import Console
 from rich.text import Text
 
 from app.cli.progress import SHOW_AFTER_S, Progress
 from app.cli.render import ConsoleRenderer, JsonlRenderer
-from app.service.events import Token, ToolCallStarted, ToolFinished, TurnEnd
+from app.service.events import NodeUpdate, Token, ToolCallStarted, ToolFinished, TurnEnd
 from tests.conftest import run_cli
 
 ERASE_LINE = "\x1b[1A\x1b[2K"  # how rich takes a transient display away: up a line, erase it
@@ -109,6 +110,26 @@ def test_no_spinner_when_stderr_is_not_a_terminal():
         renderer.emit(TurnEnd("t", 1, "answered", "6 * 7 = 42"))
     assert "thinking" not in screen.getvalue() and "running" not in screen.getvalue()
     assert "\x1b" not in screen.getvalue()
+
+
+INJECTED = (
+    "6 * 7 = 42\x1b[2J\x1b]52;c;cm0gLXJmIH4K\x07\tdone\r\n"  # clear screen, set the clipboard
+)
+
+
+def test_an_answer_cannot_send_escape_sequences_to_the_terminal():
+    screen, out, err = terminal()
+    with renderer_on(out, err, Clock()) as renderer:
+        renderer.emit(Token("agent", INJECTED[:12], "ai-1"))  # streamed, the sequence split
+        renderer.emit(Token("agent", INJECTED[12:], "ai-1"))
+        renderer.emit(
+            NodeUpdate("agent", {"messages": [AIMessage(INJECTED, id="ai-2")]})
+        )  # not streamed: printed whole
+        renderer.emit(TurnEnd("t", 1, "answered", INJECTED))
+    shown = screen.getvalue()
+    assert "\x07" not in shown and "\x1b[2J" not in shown and "\x1b]52" not in shown
+    escaped = re.escape("6 * 7 = 42\\x1b[2J\\x1b]52;c;cm0gLXJmIH4K\\x07")
+    assert len(re.findall(escaped + r"\s+done\n", shown)) == 2  # the tab and line break kept
 
 
 def test_jsonl_never_shows_a_spinner_even_on_a_terminal():

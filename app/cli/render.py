@@ -181,7 +181,7 @@ class ConsoleRenderer:
         self.progress.stop()
         self._close_line()
         if self._candidate:
-            self.out.print(self._candidate, markup=False, highlight=False)
+            self.out.print(shown(self._candidate), markup=False, highlight=False)
             self._candidate = ""
         if event.status not in {"answered", "failed"}:
             self.err.print(f"[yellow]turn ended: {event.status}[/yellow]")
@@ -195,7 +195,7 @@ class ConsoleRenderer:
         if token.message_id:
             self._streamed.add(token.message_id)
         self.progress.stop()
-        self.out.print(token.text, end="", markup=False, highlight=False, soft_wrap=True)
+        self.out.print(shown(token.text), end="", markup=False, highlight=False, soft_wrap=True)
         self._line_open = True
 
     def _node_update(self, node: str, update: Any) -> None:
@@ -228,13 +228,13 @@ class ConsoleRenderer:
                 soft_wrap=False,
             )
         elif message.tool_calls or message.invalid_tool_calls:
-            self._err(Text(text, style="dim italic"))
+            self._err(Text(shown(text), style="dim italic"))
         elif self._attempts and node in ANSWER_NODES:
             self._candidate = text  # shown once the turn ends: the last attempt's is the answer
         else:
             self.progress.stop()
             self._close_line()
-            self.out.print(text, markup=False, highlight=False)
+            self.out.print(shown(text), markup=False, highlight=False)
 
     def _close_line(self) -> None:
         if self._line_open:
@@ -302,10 +302,10 @@ def print_messages(console: Console, messages: list[BaseMessage]) -> None:
     """A stored conversation, shown the way the chat showed it."""
     for message in messages:
         if message.type == "human":
-            console.print(Text("you  ", style="bold green") + Text(str(message.content)))
+            console.print(Text("you  ", style="bold green") + Text(shown(str(message.content))))
         elif message.type == "ai":
             if str(message.content).strip():
-                console.print(Text("agent ", style="bold cyan") + Text(str(message.content)))
+                console.print(Text("agent ", style="bold cyan") + Text(shown(str(message.content))))
             for call in getattr(message, "tool_calls", []):
                 args = json.dumps(call["args"], ensure_ascii=False)
                 console.print(Text(f"  → {call['name']} {args}", style="dim"))
@@ -317,6 +317,14 @@ def print_messages(console: Console, messages: list[BaseMessage]) -> None:
             )
             if len(content) > CARD_RESULT_CHARS:
                 content = content[:CARD_RESULT_CHARS] + " …"
-            console.print(mark + Text(f"{message.name}: {content}", style=None if ok else "red"))
+            line = shown(f"{message.name}: {content}")
+            console.print(mark + Text(line, style=None if ok else "red"))
         else:
-            console.print(Text(f"{message.type}: {message.content}", style="dim"))
+            console.print(Text(shown(f"{message.type}: {message.content}"), style="dim"))
+
+
+def shown(text: str) -> str:
+    """Model or tool text as the terminal shows it: line breaks and tabs kept, every other control
+    character (ESC, which would start an escape sequence: clear the screen, retitle the window, write
+    the clipboard) shown escaped (app/errors.printable)."""
+    return printable(text.replace("\r\n", "\n"), keep="\n\t")
