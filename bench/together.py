@@ -1,5 +1,7 @@
 """Worker processes that start together: each is spawned and set up first (it prints `ready`), then
-all are released at once (a line on their stdin), and each prints a JSON report as its last line."""
+all are released at once (a line on their stdin), and each prints a JSON report as its last line
+(`release`); or released round after round (`run_round`: a number of turns on their stdin, a JSON
+report line from each), then let go (`finish`)."""
 
 from __future__ import annotations
 
@@ -43,3 +45,28 @@ def release(workers: list[subprocess.Popen], timeout: float = 1800) -> list[dict
             raise RuntimeError(f"a worker failed: {err.decode()[-2000:]}")
         reports.append(json.loads(out.decode().splitlines()[-1]))
     return reports
+
+
+def run_round(workers: list[subprocess.Popen], turns: int) -> list[dict]:
+    """Let every worker run `turns` more turns at once; their reports of the round, in order."""
+    for worker in workers:
+        assert worker.stdin is not None
+        worker.stdin.write(f"{turns}\n".encode())
+        worker.stdin.flush()
+    reports = []
+    for worker in workers:
+        assert worker.stdout is not None
+        line = worker.stdout.readline()
+        if not line:
+            _, err = worker.communicate()
+            raise RuntimeError(f"a worker failed: {err.decode()[-2000:]}")
+        reports.append(json.loads(line))
+    return reports
+
+
+def finish(workers: list[subprocess.Popen], timeout: float = 60) -> None:
+    """Wait for workers that ran all their turns to exit."""
+    for worker in workers:
+        _, err = worker.communicate(timeout=timeout)
+        if worker.returncode != 0:
+            raise RuntimeError(f"a worker failed: {err.decode()[-2000:]}")

@@ -28,7 +28,7 @@ from bench.measure import (
     timed,
 )
 from bench.model import question
-from bench.together import release, start_workers
+from bench.together import finish, run_round, start_workers
 
 REPO = Path(__file__).resolve().parent.parent
 ONE_SHOT = "what is 6 times 7"
@@ -400,14 +400,17 @@ def repl_prompt(db: Path, cwd: Path) -> float:
 
 def concurrent(workdir: Path, processes: int, turns: int) -> dict:
     """`processes` workers per variant, one thread each, on one database per variant. Every worker
-    is started and set up first; then each variant's workers are released together, one variant
-    after the other (so the two never share the CPUs)."""
+    is started and set up first; then the variants take turns, CONCURRENT_ROUNDS times (A B, B A,
+    …): all of a variant's workers run their next share of the turns together while the other
+    variant's wait (so the two never share the CPUs, and a burst of the machine's other load hits
+    both alike)."""
     from app.store import open_checkpointer
     from bench.runners import baseline_saver
 
     workers: dict[str, list[subprocess.Popen]] = {}
+    dbs: dict[str, Path] = {}
     for kind in ("waypoint", "baseline"):
-        db = workdir / f"concurrent-{processes}-{kind}" / "agent.sqlite"
+        dbs[kind] = db = workdir / f"concurrent-{processes}-{kind}" / "agent.sqlite"
         db.parent.mkdir(parents=True)
         if kind == "waypoint":
             with open_checkpointer(db):
@@ -419,16 +422,31 @@ def concurrent(workdir: Path, processes: int, turns: int) -> dict:
             for i in range(processes)
         ]
         workers[kind] = start_workers(commands, workdir, clean_env())
+    rounds: dict[str, list[list[dict]]] = {kind: [] for kind in workers}
+    for index, share in enumerate(round_shares(turns, CONCURRENT_ROUNDS)):
+        for kind in list(workers)[:: 1 if index % 2 == 0 else -1]:
+            rounds[kind].append(run_round(workers[kind], share))
     results: dict = {"processes": processes, "turns_per_process": turns}
     for kind, group in workers.items():
-        db = workdir / f"concurrent-{processes}-{kind}" / "agent.sqlite"
-        results[kind] = _release(group) | kept(kind, db, processes)
+        finish(group)
+        results[kind] = _combined(rounds[kind]) | kept(kind, dbs[kind], processes)
     return results
 
 
-def _release(group: list[subprocess.Popen]) -> dict:
-    reports = release(group, timeout=900)
-    wall = max(r["end"] for r in reports) - min(r["start"] for r in reports)
+CONCURRENT_ROUNDS = 4
+
+
+def round_shares(turns: int, rounds: int) -> list[int]:
+    """`turns` split into at most `rounds` shares, as even as they go (none empty)."""
+    shares = [turns // rounds + (1 if i < turns % rounds else 0) for i in range(rounds)]
+    return [share for share in shares if share]
+
+
+def _combined(rounds: list[list[dict]]) -> dict:
+    """One variant's figures over its rounds: each round's wall time runs from the first worker's
+    start to the last one's end; the throughput is every turn over the sum of those."""
+    reports = [report for round_ in rounds for report in round_]
+    wall = sum(max(r["end"] for r in round_) - min(r["start"] for r in round_) for round_ in rounds)
     done = sum(r["turns_ok"] for r in reports)
     return {
         "turns_per_s": done / wall,
