@@ -13,6 +13,8 @@ MAX_QUERY_TERMS = 32
 
 _DEDUPE_TRAILING = " .!?。！？"
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+# Unicode category Cc, exactly: C0 controls, DEL and C1 controls.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 # Words that carry no topic: dropped from queries, so "what is my name" does not match every fact
 # containing "is" or "my". The index keeps them; only the query side filters.
@@ -40,8 +42,7 @@ def clean_text(text: str) -> str:
     """One line of valid UTF-8: lone surrogates replaced, control characters and runs of
     whitespace collapsed to single spaces."""
     text = _LONE_SURROGATE.sub("\ufffd", text)  # cannot be encoded, so cannot be stored
-    text = "".join(" " if unicodedata.category(ch) == "Cc" else ch for ch in text)
-    return " ".join(text.split())
+    return " ".join(_CONTROL.sub(" ", text).split())
 
 
 def fact_key(fact: str) -> str:
