@@ -457,6 +457,20 @@ def test_related_requests_get_the_relevant_experiences_and_unrelated_ones_none(
     assert len(relevant_experiences(memory, "alice", "weather notes times", limit=2)) == 2
 
 
+def test_the_current_threads_own_experiences_never_crowd_out_another_threads(
+    memory: MemoryStore,
+):
+    for turn in range(1, 31):  # better matches than the other thread's, and more than are read
+        record(memory, "long", "weather in Oslo and Bergen today", ["get_weather"], turn=turn)
+    record(memory, "long2", "weather in Oslo", ["get_weather"], answer="4 °C.")
+    found = relevant_experiences(memory, "alice", "weather Oslo Bergen", exclude_thread="long")
+    assert found == ["task: weather in Oslo | tools: get_weather | outcome: answered — 4 °C."]
+    mine = relevant_experiences(memory, "alice", "weather Oslo Bergen", exclude_thread="long2")
+    assert mine == [
+        "task: weather in Oslo and Bergen today | tools: get_weather | outcome: answered — Done."
+    ]  # thirty of the same: one entry
+
+
 def test_failed_cancelled_and_topicless_turns_are_not_recorded(memory: MemoryStore):
     record(memory, "t1", "What is the weather in Paris?", ["get_weather"], status="failed")
     record(memory, "t2", "What is the weather in Rome?", [], status="cancelled")

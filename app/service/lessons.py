@@ -7,6 +7,7 @@ import logging
 import sqlite3
 from collections.abc import Sequence
 
+from app.service.memory import experience_key
 from tools.memory import MemoryStore, clean_text
 
 log = logging.getLogger(__name__)
@@ -37,7 +38,7 @@ def record_lessons(
             store.put(
                 "experiences",
                 user,
-                f"{thread_id}:{turn}:lesson{number}",
+                experience_key(thread_id, turn, number),
                 lesson_text(request, lesson),
                 search_text=clean_text(f"{request} {lesson}"),
                 thread_id=thread_id,

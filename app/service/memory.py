@@ -176,7 +176,7 @@ def record_experience(
         store.put(
             "experiences",
             user,
-            f"{thread_id}:{turn}",
+            experience_key(thread_id, turn),
             text,
             search_text=clean_text(request),
             thread_id=thread_id,
@@ -196,6 +196,17 @@ def record_experience(
         log.warning("experience of turn %s of %s not recorded: %s", turn, thread_id, exc)
 
 
+def experience_key(thread_id: str, turn: int, lesson: int = 0) -> str:
+    """The key of a turn's experience, `<thread>:<turn>` (`…:lesson<n>` for its lesson n). Thread ids
+    hold no ':' (app/store.THREAD_ID), so `thread_keys(thread)` begins that thread's keys alone."""
+    return f"{thread_keys(thread_id)}{turn}" + (f":lesson{lesson}" if lesson else "")
+
+
+def thread_keys(thread_id: str) -> str:
+    """What the key of every experience and lesson of thread `thread_id` starts with."""
+    return f"{thread_id}:"
+
+
 def relevant_experiences(
     store: MemoryStore,
     user: str,
@@ -211,19 +222,25 @@ def relevant_experiences(
         return []
     try:
         hits = store.search(
-            "experiences", user, request, limit * 4 + 8, keep_stopwords_if_alone=False
+            "experiences",
+            user,
+            request,
+            2 * limit + 2,  # a few spare: two threads' experiences may say the same
+            keep_stopwords_if_alone=False,
+            skip_prefix=thread_keys(exclude_thread) if exclude_thread else "",
         )
     except sqlite3.OperationalError as exc:
         if not _busy(exc):
             raise
         log.warning("past experiences not consulted: %s", exc)
         return []
-    texts = (
-        _clip(clean_text(hit.text), MAX_EXPERIENCE_CHARS)
-        for hit in hits
-        if exclude_thread is None or hit.fields.get("thread_id") != exclude_thread
-    )
-    return list(dict.fromkeys(texts))[:limit]
+    chosen: dict[str, None] = {}  # distinct texts, best first
+    for hit in hits:
+        if exclude_thread is None or hit.fields.get("thread_id") != exclude_thread:
+            chosen[_clip(clean_text(hit.text), MAX_EXPERIENCE_CHARS)] = None
+            if len(chosen) == limit:
+                break
+    return list(chosen)
 
 
 def experience_prompt(experiences: Sequence[str]) -> str:

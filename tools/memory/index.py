@@ -45,8 +45,16 @@ class MemoryIndex(Protocol):
     def count(self, kind: str, label: str) -> int: ...
 
     def search(
-        self, kind: str, label: str, terms: Sequence[str], require_all: bool, limit: int
-    ) -> list[tuple[str, float]]: ...
+        self,
+        kind: str,
+        label: str,
+        terms: Sequence[str],
+        require_all: bool,
+        limit: int,
+        skip_prefix: str = "",
+    ) -> list[tuple[str, float]]:
+        """(key, score) of the best `limit` matches, leaving out keys that start with
+        `skip_prefix` (when it is not empty)."""
 
 
 class Fts5Index:
@@ -92,7 +100,13 @@ class Fts5Index:
         return count
 
     def search(
-        self, kind: str, label: str, terms: Sequence[str], require_all: bool, limit: int
+        self,
+        kind: str,
+        label: str,
+        terms: Sequence[str],
+        require_all: bool,
+        limit: int,
+        skip_prefix: str = "",
     ) -> list[tuple[str, float]]:
         # Terms are runs of letters, digits and marks only, so a double-quoted string is always one
         # literal phrase: no FTS5 operator, column filter or quote can come from the user's text.
@@ -101,8 +115,9 @@ class Fts5Index:
             rows = self.conn.execute(
                 "SELECT key, bm25(memory_fts) FROM memory_fts "
                 "WHERE memory_fts MATCH ? AND kind = ? AND user = ? "
+                "AND (? = '' OR substr(key, 1, length(?)) <> ?) "
                 "ORDER BY bm25(memory_fts) LIMIT ?",
-                (expression, kind, label, limit),
+                (expression, kind, label, skip_prefix, skip_prefix, skip_prefix, limit),
             ).fetchall()
         return [(key, -score) for key, score in rows]  # FTS5 bm25: lower is better
 
@@ -144,7 +159,13 @@ class PostgresTermIndex:
         return row["n"]
 
     def search(
-        self, kind: str, label: str, terms: Sequence[str], require_all: bool, limit: int
+        self,
+        kind: str,
+        label: str,
+        terms: Sequence[str],
+        require_all: bool,
+        limit: int,
+        skip_prefix: str = "",
     ) -> list[tuple[str, float]]:
         match = "@>" if require_all else "&&"
         scope = "kind = %s AND user_label = %s"
@@ -163,8 +184,9 @@ class PostgresTermIndex:
                 )
             }
             candidates = self.conn.execute(
-                f"SELECT key, terms FROM memory_terms WHERE {scope} AND terms {match} %s::text[]",
-                (kind, label, list(terms)),
+                f"SELECT key, terms FROM memory_terms WHERE {scope} AND terms {match} %s::text[] "
+                "AND (%s = '' OR left(key, length(%s)) <> %s)",
+                (kind, label, list(terms), skip_prefix, skip_prefix, skip_prefix),
             ).fetchall()
         scored = [
             (row["key"], _bm25(row["terms"], terms, frequency, stats["n"], float(stats["avgdl"])))

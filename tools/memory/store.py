@@ -218,14 +218,16 @@ class MemoryStore:
         *,
         require_all: bool = False,
         keep_stopwords_if_alone: bool = True,
+        skip_prefix: str = "",
     ) -> list[MemoryItem]:
-        """Items of ``user`` matching any (or all) of the query's terms, best first."""
+        """Items of ``user`` matching any (or all) of the query's terms, best first; with
+        ``skip_prefix``, none whose key starts with it."""
         label = user_label(user)
         terms = query_terms(query, keep_stopwords_if_alone=keep_stopwords_if_alone)
         if not terms or limit < 1:
             return []
         # a few spare for rows orphaned by a crash
-        scores = dict(self.index.search(kind, label, terms, require_all, limit + 8))
+        scores = dict(self.index.search(kind, label, terms, require_all, limit + 8, skip_prefix))
         keys, hits = list(scores), []
         while keys and len(hits) < limit:  # the spare rows' items are read only if one is missing
             wanted, keys = keys[: limit - len(hits)], keys[limit - len(hits) :]
