@@ -19,6 +19,7 @@ from langchain_core.messages import (
 from langchain_core.tools import BaseTool, tool
 from langgraph.checkpoint.memory import InMemorySaver
 
+import graphs.shared.closing
 import graphs.shared.recovery
 from graphs.react.graph import build_graph, recursion_limit
 from graphs.shared.closing import FINAL_ANSWER_INSTRUCTION
@@ -727,6 +728,35 @@ def test_bug_in_a_tool_fails_the_turn_and_the_thread_goes_on(tools: list[BaseToo
     assert len(model.calls[1]) == 1 + 4
     assert "internal error" not in str(model.calls[1])
     model.assert_done()
+
+
+def test_a_bug_in_the_failure_handler_ends_the_turn_instead_of_looping(
+    tools: list[BaseTool], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    @tool
+    def broken(x: int) -> str:
+        """A tool with a bug."""
+        raise RuntimeError("boom")
+
+    def failure_text_with_a_bug(*args: Any, **kwargs: Any) -> str:
+        raise RuntimeError("the handler broke")
+
+    monkeypatch.setattr(graphs.shared.closing, "failure_text", failure_text_with_a_bug)
+    model = ScriptedChatModel(script=[ai_calls(call("broken", {"x": 1}, "c1"))])
+    turns = Turns(context(model, [*tools, broken]))
+
+    values = turns.send("use broken")
+
+    assert turns.path() == [
+        "agent",
+        "__default_error_handler__",
+        "__default_error_handler__",  # the failure handler's own bug: the turn ends there
+    ]
+    assert values["status"] == "failed"
+    assert values["last_error"]["message"] == "failure_handler: RuntimeError: the handler broke"
+    final = values["messages"][-1]
+    assert "another stopped its failure handler" in final.content
+    assert_no_dangling_calls(values["messages"])
 
 
 def test_each_turn_resets_the_counters(tools: list[BaseTool]) -> None:

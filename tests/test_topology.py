@@ -17,6 +17,7 @@ SHARED_NODES = {"__start__", "__end__", ERROR_HANDLER, "failure_handler", "final
 # No node of its own begins a turn: the first node to run does (graphs/shared/turns.py).
 ERROR_EDGES = {
     (ERROR_HANDLER, "failure_handler", True),
+    (ERROR_HANDLER, "__end__", True),  # when the failure handler itself failed
     ("failure_handler", "__end__", False),
 }
 
@@ -140,7 +141,7 @@ def test_no_node_without_an_incoming_edge_or_a_way_out(graph: str):
 
 def test_the_error_route_drawn_is_the_one_the_error_handler_takes():
     assert typing.get_type_hints(on_node_error)["return"] == Command[ErrorRoute]
-    assert typing.get_args(ErrorRoute) == ("failure_handler",)
+    assert typing.get_args(ErrorRoute) == ("failure_handler", "__end__")
 
 
 def test_every_router_has_unit_tests_on_plain_dicts():

@@ -11,7 +11,7 @@ agent ─┬─ tool calls ─────────────────�
        ├─ permanent error / retries used up ─────────────► failure_handler ─► END
        ├─ budget spent or repeated identical call ───────► finalize ───────► END
        └─ plain answer ──────────────────────────────────► END
-a bug in any node ─► (node error handler) ─► failure_handler
+a bug in any node ─► (node error handler) ─► failure_handler   (a bug in failure_handler ─► END)
 The first node to run for a new user message begins the turn (graphs/shared/turns.py).
 """
 

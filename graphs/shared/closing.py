@@ -10,6 +10,7 @@ from typing import Literal
 
 from langchain_core.messages import AIMessage, AnyMessage, SystemMessage
 from langgraph.errors import NodeError
+from langgraph.graph import END
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
@@ -27,7 +28,14 @@ from graphs.shared.model_call import call_model, model_input
 from graphs.shared.model_errors import MODEL_ERROR_KINDS
 from graphs.state import AgentContext, AgentState, LastError
 
-ErrorRoute = Literal["failure_handler"]  # where the node error handler sends a bug
+# Where the node error handler sends a bug: to the failure handler, or, when the failure handler
+# itself failed, straight to the end (sending it back there would fail again, step after step).
+ErrorRoute = Literal["failure_handler", "__end__"]
+HANDLER_FAILED = (
+    "An internal error stopped this turn, and another stopped its failure handler ({error}). "
+    "This is a bug in Waypoint; the thread is intact and you can go on. Run with --debug to see "
+    "the traceback."
+)
 FINAL_ANSWER_GRACE_SECONDS = 10.0  # at most, for the last answer after the time budget ran out
 FINAL_ANSWER_INSTRUCTION = (
     "You cannot call tools any more in this turn. Answer the user now from the results above, "
@@ -167,4 +175,9 @@ def on_node_error(
     )
     message = f"{error.node}: {summary}"
     last = LastError(kind="internal", message=message, retry_after=None)
+    if error.node == "failure_handler":
+        closing = cancelled_results(dangling_tool_calls(state["messages"]), "the turn failed")
+        notice = notice_message(HANDLER_FAILED.format(error=message), "failure")
+        update = {"last_error": last, "status": "failed", "messages": [*closing, notice]}
+        return Command(goto=END, update=update)
     return Command(goto="failure_handler", update={"last_error": last})
