@@ -1,4 +1,4 @@
-"""A graph run in a worker thread, its events handed to the caller's thread through a queue.
+"""A graph run in a worker thread, its events handed to the caller's thread in batches (`Handoff`).
 
 The caller (the terminal) stays free to receive Ctrl-C at once, even while a tool blocks. When the
 caller stops consuming (closes the stream), the run's fence closes (app/db/fence.py): the step the
@@ -8,11 +8,12 @@ interrupted turn itself at once.
 
 from __future__ import annotations
 
+import collections
 import contextlib
-import queue
 import signal
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from langgraph.graph.state import CompiledStateGraph
@@ -29,7 +30,36 @@ class RunCancelled(Exception):
     """The run was asked to stop (`stop` was set) and its worker has stopped."""
 
 
-POLL_SECONDS = 0.2  # how long the consumer waits on the queue before checking again
+BATCH_SECONDS = 0.02  # events wait at most this long for the caller (50 batches a second)
+
+
+class Handoff:
+    """Events from the worker to the caller. Waking the caller for each event (a queue does) made
+    the two threads trade the GIL ~20 times in a fast turn (~0.6–1 ms of CPU); here the caller is
+    woken by the first event after a quiet `BATCH_SECONDS` and by the end of the run, and otherwise
+    takes what has arrived every `BATCH_SECONDS`: tokens still reach the screen 50 times a second."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._items: collections.deque = collections.deque()
+        self._wake = threading.Event()
+        self._woken_at = float("-inf")
+        self._clock = clock
+
+    def put(self, kind: str, item: Any) -> None:
+        self._items.append((kind, item))
+        now = self._clock()
+        if kind != "event" or now - self._woken_at >= BATCH_SECONDS:
+            self._woken_at = now
+            self._wake.set()
+
+    def take(self) -> list[tuple[str, Any]]:
+        """What has arrived, waiting up to `BATCH_SECONDS` for something (maybe nothing)."""
+        self._wake.wait(BATCH_SECONDS)
+        self._wake.clear()  # before draining: a wake-up set meanwhile is kept for the next take
+        items = []
+        while self._items:
+            items.append(self._items.popleft())
+        return items
 
 
 def stream_in_worker(
@@ -48,7 +78,7 @@ def stream_in_worker(
     Setting `stop` (from another thread) ends the run at the step in progress: the worker is waited
     for, so nothing of the run is written after RunCancelled is raised. Closing the stream (the
     consumer's Ctrl-C) does not wait for the worker, but nothing of the run is written after it."""
-    events: queue.Queue = queue.Queue()
+    events = Handoff()
     cancelled = threading.Event()
     fence = Fence()
 
@@ -66,17 +96,18 @@ def stream_in_worker(
                 subgraphs=True,
                 **options,
             ):
-                if cancelled.is_set():
+                if cancelled.is_set() or (stop is not None and stop.is_set()):
+                    events.put("stopped", None)  # at the step in progress: nothing more written
                     return
                 if mode == CHECKPOINTS_MODE:
                     if namespace:
                         continue  # a subgraph's own checkpoints are never the thread's head
                     payload = without_fence(payload)
-                events.put(("event", (mode, payload, namespace)))
+                events.put("event", (mode, payload, namespace))
         except BaseException as exc:  # handed to the consumer, which re-raises it
-            events.put(("error", exc))
+            events.put("error", exc)
         else:
-            events.put(("done", None))
+            events.put("done", None)
 
     worker = threading.Thread(target=produce, name=name, daemon=True)
     worker.start()
@@ -86,15 +117,15 @@ def stream_in_worker(
                 cancelled.set()
                 worker.join()
                 raise RunCancelled
-            try:
-                kind, item = events.get(timeout=POLL_SECONDS)
-            except queue.Empty:
-                continue
-            if kind == "done":
-                return
-            if kind == "error":
-                raise item
-            yield item
+            for kind, item in events.take():
+                if kind == "done":
+                    return
+                if kind == "error":
+                    raise item
+                if kind == "stopped":
+                    worker.join()
+                    raise RunCancelled
+                yield item
     finally:
         cancelled.set()
         fence.close()
