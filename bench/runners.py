@@ -124,7 +124,7 @@ class GraphRunner:
             "metadata": {"turn": 1 if thread_id else self.turns, "preview": text[:PREVIEW_CHARS]},
             "recursion_limit": self.recursion_limit,
         }
-        # Just the message, as the application sends it: the graph's begin_turn starts the turn.
+        # Just the message, as the application sends it: the graph's first node begins the turn.
         for _ in self.graph.stream(
             {"messages": [message]},
             config,

@@ -77,7 +77,7 @@ class Turns:
             for mode, data in self.events
             if mode == "updates"
             for node, update in data.items()
-            if update  # begin_turn writes nothing when the input began the turn
+            if update  # an empty update changed nothing: not a step of the path
         ]
 
     def path(self) -> list[str]:

@@ -80,7 +80,7 @@ class Session:
         ]
 
     def path(self) -> list[str]:
-        return [  # begin_turn writes nothing when the input began the turn
+        return [  # an empty update changed nothing: not a step of the path
             node for mode, data in self.events if mode == "updates" for node, u in data.items() if u
         ]
 

@@ -459,7 +459,7 @@ def run_turn(model: ReActChatModel, tools: list[BaseTool], **limits: Any) -> tup
 
 
 def nodes(events: list) -> list[str]:
-    return [  # begin_turn writes nothing when the input began the turn
+    return [  # an empty update changed nothing: not a step of the path
         node for mode, data in events if mode == "updates" for node, u in data.items() if u
     ]
 

@@ -60,7 +60,7 @@ class Run:
         return self.graph.get_state(self.config).values
 
     def path(self) -> list[str]:
-        # begin_turn writes nothing when the input began the turn: not a step of the path
+        # an empty update changed nothing: not a step of the path
         return [
             n
             for ns, mode, data in self.events
