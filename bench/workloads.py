@@ -32,6 +32,7 @@ from bench.together import finish, run_round, start_workers
 
 REPO = Path(__file__).resolve().parent.parent
 ONE_SHOT = "what is 6 times 7"
+CONCURRENT_ROUNDS = 4  # warm processes: the variants take turns this many times (A B, B A, ...)
 
 
 def window_size(turns: int) -> int:
@@ -431,9 +432,6 @@ def concurrent(workdir: Path, processes: int, turns: int) -> dict:
         finish(group)
         results[kind] = _combined(rounds[kind]) | kept(kind, dbs[kind], processes)
     return results
-
-
-CONCURRENT_ROUNDS = 4
 
 
 def round_shares(turns: int, rounds: int) -> list[int]:
