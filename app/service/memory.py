@@ -217,7 +217,8 @@ def relevant_experiences(
 ) -> list[str]:
     """Summaries of the past turns most relevant to ``request`` (BM25 over their requests), best
     first; none when no topic word is shared. ``exclude_thread``: the current thread, whose turns
-    the model already sees. A busy database gives none."""
+    the model already sees, left out by the index query (its keys start with `thread_keys`). A
+    busy database gives none."""
     if limit < 1:
         return []
     try:
@@ -236,10 +237,9 @@ def relevant_experiences(
         return []
     chosen: dict[str, None] = {}  # distinct texts, best first
     for hit in hits:
-        if exclude_thread is None or hit.fields.get("thread_id") != exclude_thread:
-            chosen[_clip(clean_text(hit.text), MAX_EXPERIENCE_CHARS)] = None
-            if len(chosen) == limit:
-                break
+        chosen[_clip(clean_text(hit.text), MAX_EXPERIENCE_CHARS)] = None
+        if len(chosen) == limit:
+            break
     return list(chosen)
 
 
