@@ -43,6 +43,16 @@ def test_the_end_of_the_run_wakes_the_caller_at_once():
     assert handoff.take() == [("event", "token"), ("done", None)]
 
 
+def test_what_the_user_may_act_on_wakes_the_caller_at_once():
+    handoff = Handoff(Clock())
+    handoff.put("event", "first")
+    handoff.take()
+    handoff.put("event", "token")
+    assert not handoff._wake.is_set()
+    handoff.put("event", "a tool starts", urgent=True)
+    assert handoff._wake.is_set()
+
+
 def test_a_look_when_nothing_arrived_returns_empty_once_the_batch_time_is_over():
     handoff = Handoff()
     started = time.monotonic()

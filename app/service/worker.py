@@ -36,8 +36,9 @@ BATCH_SECONDS = 0.02  # events wait at most this long for the caller (50 batches
 class Handoff:
     """Events from the worker to the caller. Waking the caller for each event (a queue does) made
     the two threads trade the GIL ~20 times in a fast turn (~0.6–1 ms of CPU); here the caller is
-    woken by the first event after a quiet `BATCH_SECONDS` and by the end of the run, and otherwise
-    takes what has arrived every `BATCH_SECONDS`: tokens still reach the screen 50 times a second."""
+    woken by the first event after a quiet `BATCH_SECONDS`, by an `urgent` one (what the user may
+    act on: a tool starting, a retry) and by the end of the run, and otherwise takes what has
+    arrived every `BATCH_SECONDS`: tokens still reach the screen 50 times a second."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._items: collections.deque = collections.deque()
@@ -45,10 +46,10 @@ class Handoff:
         self._woken_at = float("-inf")
         self._clock = clock
 
-    def put(self, kind: str, item: Any) -> None:
+    def put(self, kind: str, item: Any, *, urgent: bool = False) -> None:
         self._items.append((kind, item))
         now = self._clock()
-        if kind != "event" or now - self._woken_at >= BATCH_SECONDS:
+        if urgent or kind != "event" or now - self._woken_at >= BATCH_SECONDS:
             self._woken_at = now
             self._wake.set()
 
@@ -103,7 +104,7 @@ def stream_in_worker(
                     if namespace:
                         continue  # a subgraph's own checkpoints are never the thread's head
                     payload = without_fence(payload)
-                events.put("event", (mode, payload, namespace))
+                events.put("event", (mode, payload, namespace), urgent=mode == "custom")
         except BaseException as exc:  # handed to the consumer, which re-raises it
             events.put("error", exc)
         else:
@@ -118,6 +119,8 @@ def stream_in_worker(
                 worker.join()
                 raise RunCancelled
             for kind, item in events.take():
+                if stop is not None and stop.is_set():
+                    break  # the caller stopped the run on an event of this batch: see above
                 if kind == "done":
                     return
                 if kind == "error":
