@@ -96,6 +96,91 @@ def test_each_load_gets_its_own_lists_of_the_same_messages(thread_db: Path):
         assert one is not two and one == two and all(a is b for a, b in zip(one, two, strict=True))
 
 
+def counting_walk_steps(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The checkpoint ids the delta walks step through, from now on."""
+    stepped: list[str] = []
+    step = sqlite_delta.Walk.step
+
+    def counted(walk: sqlite_delta.Walk, cid: str, *args: object) -> bool:
+        stepped.append(cid)
+        return step(walk, cid, *args)
+
+    monkeypatch.setattr(sqlite_delta.Walk, "step", counted)
+    return stepped
+
+
+def test_each_load_walks_back_only_to_the_checkpoint_loaded_before_it(
+    thread_db: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """A saver keeps the histories it loaded: a load of a descendant walks to the nearest one it
+    kept and takes the rest from it, and still gives exactly LangGraph's history."""
+    with open_checkpointer(thread_db) as saver:
+        oldest_first = checkpoint_configs(saver)[::-1]
+        stepped = counting_walk_steps(monkeypatch)
+        for config in oldest_first:
+            expected = SqliteSaver.get_delta_channel_history(
+                saver, config=config, channels=CHANNELS
+            )
+            del stepped[:]
+            loaded = saver.get_delta_channel_history(config=config, channels=CHANNELS)
+            assert plain(loaded) == plain(expected)
+            assert len(stepped) <= 2  # the checkpoint itself, then its parent (loaded before)
+    with open_checkpointer(thread_db) as fresh:  # another saver walks the rows itself
+        del stepped[:]
+        fresh.get_delta_channel_history(config=oldest_first[-1], channels=CHANNELS)
+        assert len(stepped) > 2
+
+
+def test_a_load_on_another_branch_walks_its_own_ancestors(tmp_path: Path):
+    """A branch made from an older checkpoint (a rollback, a fork) shares only that checkpoint's
+    ancestors with the branch loaded before: its own checkpoints are walked and read."""
+    db = tmp_path / "agent.sqlite"
+    run_turns(db, "t", [f"what is {n} plus {n}" for n in range(6)])
+    with open_checkpointer(db) as saver:
+        first_branch = checkpoint_configs(saver)
+        head = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+        saver.get_delta_channel_history(config=head, channels=CHANNELS)
+        fork_at = first_branch[len(first_branch) // 2]
+        fork_turn(saver, fork_at, "what is 7 times 6")
+        for config in (head, first_branch[0], head):
+            expected = SqliteSaver.get_delta_channel_history(
+                saver, config=config, channels=CHANNELS
+            )
+            assert plain(saver.get_delta_channel_history(config=config, channels=CHANNELS)) == (
+                plain(expected)
+            )
+        assert checkpoint_configs(saver)[0] != first_branch[0]  # the head is the fork's
+
+
+def fork_turn(saver: SqliteSaver, at: dict, text: str) -> None:
+    from app.config import load_settings
+    from app.models.offline import OfflineChatModel
+    from graphs.react.graph import build_graph
+    from graphs.state import AgentContext, turn_input
+    from tools import default_tools
+
+    settings = load_settings(db=Path(saver.conn.execute("PRAGMA database_list").fetchone()[2]))
+    context = AgentContext(model=OfflineChatModel(), tools=default_tools(settings.workspace))
+    build_graph(saver).invoke(
+        turn_input(HumanMessage(text, id="h-fork"), 99), at, context=context, durability="sync"
+    )
+
+
+def test_a_history_with_a_message_without_an_id_is_not_kept():
+    loaded = sqlite_delta.Loaded()
+    where = ("t", "", ("messages",))
+    with_ids = {"messages": {"writes": [("task", "messages", [HumanMessage("hi", id="h1")])]}}
+    without = {"messages": {"writes": [("task", "messages", [HumanMessage("hi")])]}}
+    loaded.keep(where, "c1", with_ids)
+    loaded.keep(where, "c2", without)
+    kept = loaded.get(where, "c1")
+    assert (
+        plain(kept) == plain(with_ids)
+        and kept["messages"]["writes"][0][2] is not (with_ids["messages"]["writes"][0][2])
+    )
+    assert loaded.get(where, "c2") is None
+
+
 def checkpoint_rows(db: Path) -> list[tuple]:
     with sqlite3.connect(db) as connection:
         return connection.execute(

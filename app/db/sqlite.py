@@ -248,21 +248,23 @@ def checked_saver_class() -> type[SqliteSaver]:
 
     from app.db import sqlite_delta
     from app.db.fence import FencedWrites
-    from app.db.sqlite_delta import delta_history
-    from app.db.strict import CheckedReads, check_delta_history, reading
+    from app.db.sqlite_delta import Loaded, delta_history
+    from app.db.strict import CheckedReads, reading
 
     class CheckedSqliteSaver(FencedWrites, CheckedReads, SqliteSaver):
         """SqliteSaver whose reads refuse tampered or damaged data (app/db/strict.py), whose
-        DeltaChannel histories are decoded once per stored blob (app/db/sqlite_delta.py), and whose
-        writes end with their run (app/db/fence.py)."""
+        DeltaChannel histories are decoded once per stored blob and read on from the last load
+        (app/db/sqlite_delta.py), and whose writes end with their run (app/db/fence.py)."""
+
+        @functools.cached_property
+        def loaded_histories(self) -> Loaded:
+            return Loaded()
 
         def get_delta_channel_history(self, *, config, channels):  # type: ignore[no-untyped-def]
             if not sqlite_delta.AVAILABLE:
                 return super().get_delta_channel_history(config=config, channels=channels)
             with reading(config):
-                history = delta_history(self, config, channels)
-                check_delta_history(history, seeds=False)  # checked when they were decoded
-                return history
+                return delta_history(self, config, channels, self.loaded_histories)
 
     return CheckedSqliteSaver
 

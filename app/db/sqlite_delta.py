@@ -10,6 +10,15 @@ what was decoded before is not decoded again, and bytes that changed are decoded
 afresh. Every load gets its own lists; the messages in them are shared (they are never changed in
 place: a changed message is a new one with the same id), except a message without an id, which
 `add_messages` gives one in place: a write holding one is decoded every time.
+
+A saver also keeps the histories it loaded (`Loaded`, the last few heads of the threads it ran):
+the next turn's walk from the new head stops at the head the previous turn loaded, which is its
+ancestor, and takes the rest of the history from there instead of walking and reading the same
+rows again. So a session's load reads what was written since its last load, whatever the distance
+to the snapshot. Rows of a checkpoint that has a descendant are never changed (LangGraph writes a
+step's rows before the next checkpoint; prune and rollback delete or add checkpoints, never change
+one), so a kept history stays the history of its checkpoint; what the saver has not loaded itself
+(a new saver, another process) is read and checked from the rows.
 """
 
 from __future__ import annotations
@@ -35,7 +44,7 @@ except ImportError:  # pragma: no cover - another langgraph-checkpoint-sqlite
 
 from app.db.decoded import Decoded
 from app.db.raw import MESSAGE_CHANNELS
-from app.db.strict import BUILT
+from app.db.strict import BUILT, check_delta_history
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.serde.base import SerializerProtocol
@@ -50,14 +59,14 @@ WRITES = Decoded(entries=4096, max_bytes=16 * MiB)
 
 
 def delta_history(
-    saver: SqliteSaver, config: RunnableConfig, channels: Sequence[str]
+    saver: SqliteSaver, config: RunnableConfig, channels: Sequence[str], loaded: Loaded
 ) -> dict[str, DeltaChannelHistory]:
     """`SqliteSaver.get_delta_channel_history` (langgraph-checkpoint-sqlite 3.1), decoding through
-    the caches above. The seeds' messages are checked when decoded; the writes are not checked
-    here (app/db/strict.check_delta_history)."""
+    the caches above and stopping the walk at a checkpoint whose history `loaded` keeps. The seeds'
+    messages are checked when decoded, the writes read here before they are returned."""
     if not channels:
         return {}
-    channels = list(channels)
+    channels = tuple(channels)
     thread_id = str(config["configurable"]["thread_id"])
     checkpoint_ns = config["configurable"].get("checkpoint_ns", "")
     checkpoint_id = get_checkpoint_id(config)
@@ -66,51 +75,118 @@ def delta_history(
         if target is None:
             return {ch: {"writes": []} for ch in channels}
         checkpoint_id = target.config["configurable"]["checkpoint_id"]
-
-    chain_by_ch: dict[str, list[str]] = {ch: [] for ch in channels}
-    seed_val_by_ch: dict[str, Any] = {}
-    walk_state: dict[str, Any] = {}
-    seeded: set[str] = set()
-    ancestors = AncestorSeeds(saver.serde, channels)
+    where = (thread_id, checkpoint_ns, channels)
+    walk = Walk(channels, checkpoint_id)
     with saver.cursor(transaction=False) as cur:
         cur.execute(
             DELTA_STAGE1_SQL, (thread_id, checkpoint_ns, checkpoint_id, thread_id, checkpoint_ns)
         )
+        ancestors = AncestorSeeds(saver.serde, channels)
         for cid, type_tag, blob in cur:
-            if step_walk_with_row(
-                cid=cid,
-                type_tag=type_tag,
-                blob=blob,
-                target_id=checkpoint_id,
-                serde=ancestors,
-                chain_by_ch=chain_by_ch,
-                seed_val_by_ch=seed_val_by_ch,
-                walk_state=walk_state,
-                seeded=seeded,
-                channels=channels,
-            ):
+            if walk.step(cid, type_tag, blob, ancestors):
                 break
-        with_chain = [ch for ch in channels if chain_by_ch[ch]]
-        stage2_sql = build_delta_stage2_sql(
-            has_task_path=saver._has_task_path,
-            chain_lens=[len(chain_by_ch[ch]) for ch in with_chain],
-        )
-        stage2_rows: list = []
-        if stage2_sql:
-            params: list[Any] = []
-            for ch in with_chain:
-                params.extend([thread_id, checkpoint_ns, ch, *chain_by_ch[ch]])
-            cur.execute(stage2_sql, params)
-            stage2_rows = cur.fetchall()
-
-    return build_delta_channels_writes_history(
+            if cid != checkpoint_id and walk.reaches(loaded.get(where, cid)):
+                break
+        stage2_rows = walk.writes_rows(cur, saver._has_task_path, thread_id, checkpoint_ns)
+    history = build_delta_channels_writes_history(
         channels=channels,
-        chain_by_ch=chain_by_ch,
-        seed_val_by_ch=seed_val_by_ch,
-        seeded=seeded,
+        chain_by_ch=walk.chain_by_ch,
+        seed_val_by_ch=walk.seed_val_by_ch,
+        seeded=walk.seeded,
         stage2_rows=stage2_rows,
         serde=WriteValues(saver.serde),
     )
+    check_delta_history(history, seeds=False)  # the seeds were checked when they were decoded
+    history = {ch: joined(walk.earlier.get(ch), entry) for ch, entry in history.items()}
+    loaded.keep(where, checkpoint_id, history)
+    return history
+
+
+class Walk:
+    """LangGraph's merged walk from a checkpoint through its ancestors (`step_walk_with_row`), which
+    may end early at an ancestor whose history is known (`reaches`)."""
+
+    def __init__(self, channels: Sequence[str], target_id: str) -> None:
+        self.channels, self.target_id = channels, target_id
+        self.chain_by_ch: dict[str, list[str]] = {ch: [] for ch in channels}
+        self.seed_val_by_ch: dict[str, Any] = {}
+        self.seeded: set[str] = set()
+        self.state: dict[str, Any] = {}
+        # The history of the known ancestor, for each channel the walk had not found a seed for.
+        self.earlier: dict[str, DeltaChannelHistory] = {}
+
+    def step(self, cid: str, type_tag: str, blob: bytes, serde: Any) -> bool:
+        """One row of the walk (the target first); True when it has reached every seed."""
+        return step_walk_with_row(
+            cid=cid,
+            type_tag=type_tag,
+            blob=blob,
+            target_id=self.target_id,
+            serde=serde,
+            chain_by_ch=self.chain_by_ch,
+            seed_val_by_ch=self.seed_val_by_ch,
+            walk_state=self.state,
+            seeded=self.seeded,
+            channels=self.channels,
+        )
+
+    def reaches(self, known: dict[str, DeltaChannelHistory] | None) -> bool:
+        """Ends the walk at the ancestor just stepped, whose history is `known`: what the walk has
+        not found yet comes from that history (its seed and its writes come before the ancestor's
+        own writes, which the walk has)."""
+        if known is None or "active" not in self.state:
+            return False
+        self.earlier = {ch: known[ch] for ch in self.state["active"]}
+        return True
+
+    def writes_rows(self, cur: Any, has_task_path: bool, thread_id: str, ns: str) -> list:
+        """The rows of the writes of the checkpoints walked (stage 2)."""
+        with_chain = [ch for ch in self.channels if self.chain_by_ch[ch]]
+        sql = build_delta_stage2_sql(
+            has_task_path=has_task_path,
+            chain_lens=[len(self.chain_by_ch[ch]) for ch in with_chain],
+        )
+        if not sql:
+            return []
+        params: list[Any] = []
+        for ch in with_chain:
+            params.extend([thread_id, ns, ch, *self.chain_by_ch[ch]])
+        cur.execute(sql, params)
+        return cur.fetchall()
+
+
+class Loaded:
+    """The histories a saver loaded, by thread, namespace, channels and checkpoint: the last
+    `entries` loads, held as their own lists (of shared messages), given out as copies. A history
+    with a write holding a message without an id is not kept (see WriteValues)."""
+
+    def __init__(self, entries: int = 64) -> None:
+        self._histories = Decoded(entries=entries, max_bytes=MiB)  # kept with size 0: by entries
+
+    def get(self, where: tuple, checkpoint_id: str) -> dict[str, DeltaChannelHistory] | None:
+        return self._histories.get((*where, checkpoint_id))[1]
+
+    def keep(
+        self, where: tuple, checkpoint_id: str, history: dict[str, DeltaChannelHistory]
+    ) -> None:
+        writes = (value for entry in history.values() for _, _, value in entry["writes"])
+        if all(all_have_ids(value) for value in writes):
+            kept = {ch: joined(entry, {"writes": []}) for ch, entry in history.items()}
+            self._histories.keep((*where, checkpoint_id), kept, 0)
+
+
+def joined(before: DeltaChannelHistory | None, after: DeltaChannelHistory) -> DeltaChannelHistory:
+    """`after`'s writes following copies of `before`'s seed and writes (`after` as it is, when
+    there is no `before`)."""
+    if before is None:
+        return after
+    entry: DeltaChannelHistory = {
+        "writes": [(task, ch, own_copy(value)) for task, ch, value in before["writes"]]
+        + after["writes"]
+    }
+    if "seed" in before:
+        entry["seed"] = own_copy(before["seed"])
+    return entry
 
 
 class AncestorSeeds:
