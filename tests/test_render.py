@@ -132,6 +132,25 @@ def test_an_answer_cannot_send_escape_sequences_to_the_terminal():
     assert len(re.findall(escaped + r"\s+done\n", shown)) == 2  # the tab and line break kept
 
 
+def test_streamed_text_is_shown_as_the_model_wrote_it():
+    """No markup, no emoji codes, tabs and line breaks as they are: the terminal shows the text."""
+    screen, out, err = terminal()
+    with renderer_on(out, err, Clock()) as renderer:
+        for piece in ("[bold]not bold[/bold] ", ":smile: ", "a\tb", "\nnext line"):
+            renderer.emit(Token("agent", piece, "ai-1"))
+        renderer.emit(TurnEnd("t", 1, "answered", "…"))
+    assert screen.getvalue() == "[bold]not bold[/bold] :smile: a\tb\nnext line\n"
+
+
+def test_the_cli_consoles_show_emoji_codes_as_written():
+    from app.cli.io import Invocation
+
+    console = Invocation().out
+    with console.capture() as captured:
+        console.print(":smile: done", markup=False, highlight=False)
+    assert captured.get() == ":smile: done\n"
+
+
 def test_jsonl_never_shows_a_spinner_even_on_a_terminal():
     screen, out, _ = terminal()
     with JsonlRenderer(out) as renderer:

@@ -17,7 +17,9 @@ if TYPE_CHECKING:
 
 
 def _console(*, stderr: bool) -> Console:
-    return Console(stderr=stderr, soft_wrap=True)
+    # emoji=False: ":smile:" in a model's or a tool's text is shown as written (the renderer
+    # writes streamed tokens as they are, app/cli/render.py).
+    return Console(stderr=stderr, soft_wrap=True, emoji=False)
 
 
 @dataclass
