@@ -147,7 +147,18 @@ class MemoryStore:
                     user_message=f"long-term memory already holds {MAX_MEMORIES_PER_USER} facts; "
                     "nothing was saved; list them with: waypoint memory list",
                 )
-            return self.put("memories", user, key, fact)
+            value = self.put("memories", user, key, fact)
+            stored = self.get("memories", user, key)
+        # None: deleted by another process in the meantime; what was saved is still the answer
+        return stored or _to_memory_item(
+            Item(
+                value=value,
+                key=key,
+                namespace=("memories", user_label(user)),
+                created_at=_utc_now(),
+                updated_at=_utc_now(),
+            )
+        )
 
     def recall(self, user: str, query: str, limit: int = 5) -> list[MemoryItem]:
         """The facts of ``user`` most relevant to ``query``, best first (BM25)."""
@@ -182,9 +193,9 @@ class MemoryStore:
         *,
         search_text: str | None = None,
         **fields: Any,
-    ) -> MemoryItem:
+    ) -> dict[str, Any]:
         """Store (or replace) an item whose ``text`` is shown and whose ``search_text`` (default:
-        the text) is what searches match."""
+        the text) is what searches match; returns the value stored (`get` reads the item back)."""
         label = user_label(user)
         value = {"text": text, "saved_at": time.time(), **fields}
         if search_text is not None:
@@ -192,18 +203,7 @@ class MemoryStore:
         with self._writing:
             self._index(kind, label, key, search_text if search_text is not None else text)
             self.store.put((kind, label), key, value)
-            stored = self.store.get((kind, label), key)
-        if stored is None:  # deleted by another process in the meantime
-            return _to_memory_item(
-                Item(
-                    value=value,
-                    key=key,
-                    namespace=(kind, label),
-                    created_at=_utc_now(),
-                    updated_at=_utc_now(),
-                )
-            )
-        return _to_memory_item(stored)
+        return value
 
     def get(self, kind: Kind, user: str, key: str) -> MemoryItem | None:
         item = self.store.get((kind, user_label(user)), key)
