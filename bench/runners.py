@@ -195,12 +195,15 @@ def head_messages(runner: Runner) -> list:
     return list(state.values.get("messages", []))
 
 
-def settle_heap() -> None:
+def settle_process() -> None:
     """What a long-lived Waypoint process does once it is set up (app/service/runtime.py), for the
     benchmark's processes that run Waypoint's turns; nothing where this version has no such step.
     The baseline's processes do not: a plain LangGraph app keeps CPython's defaults."""
     try:
-        from app.service.runtime import settle_heap as settle
+        from app.service.runtime import settle_process as settle
     except ImportError:
-        return
+        try:
+            from app.service.runtime import settle_heap as settle
+        except ImportError:
+            return
     settle()

@@ -30,14 +30,14 @@ def serve(variant: str, db_path: Path) -> None:
         GraphRunner,
         SessionRunner,
         head_messages,
-        settle_heap,
+        settle_process,
     )
     from bench.workloads import message_json_bytes
 
     makers = {"session": SessionRunner, "graph": GraphRunner, "baseline": BaselineRunner}
     runner = makers[variant](db_path)
     if variant != "baseline":
-        settle_heap()
+        settle_process()
     references: dict[str, Any] = {}
     say({"ready": True})
     for line in sys.stdin:

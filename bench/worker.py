@@ -15,14 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from bench.model import question
-from bench.runners import BaselineRunner, Runner, SessionRunner, settle_heap
+from bench.runners import BaselineRunner, Runner, SessionRunner, settle_process
 
 
 def main(argv: list[str]) -> int:
     kind, db, thread_id, turns = argv[0], Path(argv[1]), argv[2], int(argv[3])
     runner = SessionRunner(db, thread_id) if kind == "waypoint" else BaselineRunner(db, thread_id)
     if kind == "waypoint":
-        settle_heap()
+        settle_process()
     print("ready", flush=True)
     done = 0
     while done < turns and (line := sys.stdin.readline()):

@@ -76,7 +76,7 @@ def run_repl(
     with contextlib.ExitStack() as opened:
 
         def set_up() -> Repl:
-            from app.service.runtime import open_runtime, settle_heap
+            from app.service.runtime import open_runtime, settle_process
 
             runtime = opened.enter_context(open_runtime(settings))
             repl = Repl(
@@ -90,7 +90,7 @@ def run_repl(
             repl.approver = lambda calls: ask_approval(
                 calls, lambda question, default: prompt.prompt(question, default=default), err
             )
-            settle_heap()
+            settle_process()
             return repl
 
         quick = glance(settings, thread_id)

@@ -70,7 +70,7 @@ def serve(
         import uvicorn
 
         from app.server.api import create_app
-        from app.service.runtime import settle_heap
+        from app.service.runtime import settle_process
     except ImportError as exc:
         raise ConfigError(
             f"the server needs the serve extra ({exc.name} is missing): pip install -e '.[serve]'"
@@ -100,5 +100,5 @@ def serve(
     config = uvicorn.Config(
         create_app(settings, api_token=token, hosts=hosts), host=host, port=port, log_level="info"
     )
-    settle_heap()
+    settle_process()
     uvicorn.Server(config).run()

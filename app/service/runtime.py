@@ -82,6 +82,15 @@ def open_runtime(
 YOUNG_COLLECTION_EVERY = 10_000
 
 
+def settle_process() -> None:
+    """What a long-lived process (the REPL, the server, the benchmark's workers) does once it is set
+    up: `settle_heap`, and its graph runs reuse thread pools (app/service/pools.py)."""
+    from app.service.pools import reuse_run_pools
+
+    settle_heap()
+    reuse_run_pools()
+
+
 def settle_heap() -> None:
     """For a long-lived process (the REPL, the server, the benchmark's workers) once it is set up:
     what exists now (modules, compiled graphs, the model, the tools) lives as long as the process,
