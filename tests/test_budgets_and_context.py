@@ -231,3 +231,20 @@ def test_doctor_fails_on_a_damaged_database(isolated: Path):
     result = run_cli("doctor", "--db", str(bogus))
     assert result.returncode == 1
     assert "FAIL  database" in result.stdout.decode()
+
+
+def test_a_passed_model_deadline_is_a_spent_time_budget():
+    """The run's model deadline starts with the run, a little before its first node stamps the
+    turn's start: a model call it cut off ends the turn (finalize), it is not retried into a
+    failure while the stamped clock still says there is time."""
+    from graphs.shared.deadline import model_deadline
+    from graphs.shared.limits import exhausted_budget
+
+    context = AgentContext(model=OfflineChatModel(), max_seconds=2, clock=lambda: 1001.9)
+    state = {"turn_started_at": 1000.0}
+    assert exhausted_budget(state, context, 0) is None
+    with model_deadline(-0.001):
+        assert exhausted_budget(state, context, 0) == "time"
+    unlimited = AgentContext(model=OfflineChatModel(), clock=lambda: 1001.9)
+    with model_deadline(-0.001):
+        assert exhausted_budget(state, unlimited, 0) is None
