@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+
+import pytest
 from langchain_core.messages import AIMessage
 
 from app.cli.render import JsonlRenderer
@@ -10,6 +13,7 @@ from app.service.context import make_context
 from app.service.session import ChatSession
 from app.service.threads import load_state
 from app.store import open_checkpointer
+from graphs.strategies import STRATEGIES
 from tests.fakes import ScriptedChatModel, call
 
 
@@ -43,6 +47,22 @@ def test_the_streamed_head_equals_a_full_load():
         assert cached.values == loaded.values
         assert cached.next == loaded.next == ()
         assert cached.metadata["turn"] == loaded.metadata["turn"] == 1
+
+
+@pytest.mark.parametrize("strategy", list(STRATEGIES))
+def test_the_head_after_a_turn_of_each_strategy_is_the_stored_head(strategy: str):
+    """Its state, checkpoint, parent and metadata: the offline model's turns, tools and the
+    strategies' subgraphs (whose own states and checkpoints are never the thread's)."""
+    settings = load_settings()
+    with open_checkpointer(settings.db) as saver:
+        session = ChatSession(settings, saver, "t", make_context(settings), strategy=strategy)
+        for text in ("what is 6 times 7", "what is the weather in Paris"):
+            session.run_turn(text, JsonlRenderer(_Sink()))
+            cached, loaded = session.head.load(), load_state(session.graph, "t")
+            assert cached.config == loaded.config and cached.values == loaded.values
+            assert cached.parent_config == loaded.parent_config
+            assert json.loads(json.dumps(cached.metadata)) == loaded.metadata  # stored as JSON
+            assert cached.next == loaded.next == ()
 
 
 def test_a_turn_written_by_another_session_is_seen():
