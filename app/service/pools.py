@@ -2,10 +2,11 @@
 
 Every run of a compiled graph opens a thread pool for its background work (saving checkpoints and
 writes: LangGraph's BackgroundExecutor takes it from langchain_core's `get_executor_for_config`)
-and shuts it down when the run ends, so every turn starts and stops ~4 threads. With 8 processes on
-2 cores that was ~6% of a turn's CPU (measured with both ways running side by side on one machine).
-Here a run takes an idle pool, or a new one, and gives it back when it ends: each run still has a pool of its own, as large as LangGraph's would be, so nothing a run waits
-for queues behind another run's work. A run that sets `max_concurrency` gets LangGraph's own pool.
+and shuts it down when the run ends, so every turn starts and stops ~4 threads: 3–7% of a turn's
+CPU with 8 processes on 2 cores (both ways running side by side on one machine). Here a run takes
+an idle pool, or a new one, and gives it back when it ends: each run still has a pool of its own,
+as large as LangGraph's would be, so nothing a run waits for queues behind another run's work. A
+run that sets `max_concurrency` gets LangGraph's own pool.
 
 `reuse_run_pools()` puts this in place of the function LangGraph's (private) executor module calls;
 where that module is not there, runs keep their own pools.
