@@ -3,6 +3,7 @@ between runs, and LangGraph's own for a run that sets max_concurrency."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -45,7 +46,7 @@ def test_turns_one_after_another_save_on_the_same_kept_threads(
     threads = saving_threads(monkeypatch)
     run_turns(tmp_path / "agent.sqlite", "t", [f"what is {n} plus {n}" for n in range(5)])
     distinct = set(threads)
-    assert len(threads) >= 20 and len(distinct) <= 4
+    assert len(threads) >= 20 and len(distinct) <= (os.cpu_count() or 1) + 4  # one pool's at most
     assert all(thread.is_alive() for thread in distinct)  # a kept pool's, not shut down
     assert len(pools._idle) == 1
 
