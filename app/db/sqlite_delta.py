@@ -171,8 +171,13 @@ class Loaded:
     ) -> None:
         writes = (value for entry in history.values() for _, _, value in entry["writes"])
         if all(all_have_ids(value) for value in writes):
-            kept = {ch: joined(entry, {"writes": []}) for ch, entry in history.items()}
+            kept = {ch: own_history(entry) for ch, entry in history.items()}
             self._histories.keep((*where, checkpoint_id), kept, 0)
+
+
+def own_history(entry: DeltaChannelHistory) -> DeltaChannelHistory:
+    """A history with lists of its own (of the same messages): what is kept, never what is given."""
+    return joined(entry, {"writes": []})
 
 
 def joined(before: DeltaChannelHistory | None, after: DeltaChannelHistory) -> DeltaChannelHistory:
