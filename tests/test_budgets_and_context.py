@@ -19,6 +19,7 @@ from app.service.context import make_context
 from app.service.session import ChatSession
 from app.store import open_checkpointer
 from graphs.react.graph import build_graph
+from graphs.shared.model_errors import EMPTY_STREAM
 from graphs.shared.summarize import SUMMARY_NAME, split_for_summary
 from graphs.state import AgentContext, turn_input
 from tests.conftest import run_cli
@@ -174,6 +175,29 @@ def test_context_overflow_summarises_then_retries_once(tmp_path: Path):
     assert "summary of turn 1" in values["messages"][0].content
     retried_with = model.calls[-1]
     assert [m.content for m in retried_with if m.type == "human"] == ["second question"]
+
+
+def test_an_empty_stream_is_judged_by_the_size_of_the_prompt_it_followed(tmp_path: Path):
+    """The agent counts its prompt when the call fails: after a long conversation an empty stream
+    is an overflow (summarised, then asked again); after a short one, a glitch (asked again)."""
+    empty = ValueError(EMPTY_STREAM)
+    long_question = "tell me about " + "the weather in Paris " * 600  # ~3,000 tokens
+    summaries = ["summary of its first half", "summary of turn 1"]  # folded in two chunks
+    model = ScriptedChatModel(script=["first answer", empty, *summaries, "second answer"])
+    context = AgentContext(
+        model=model, tools=default_tools(tmp_path), context_tokens=None, sleep=lambda s: None
+    )
+    values = run(context, long_question, "second question")
+    assert values["messages"][0].name == SUMMARY_NAME
+    assert "summary of turn 1" in values["messages"][0].content
+    assert values["messages"][-1].content == "second answer"
+    model.assert_done()
+
+    model = ScriptedChatModel(script=[empty, "an answer"])
+    values = run(AgentContext(model=model, sleep=lambda s: None), "a short question")
+    assert values["messages"][-1].content == "an answer"
+    assert not any(m.name == SUMMARY_NAME for m in values["messages"])
+    assert len(model.calls) == 2
 
 
 def test_context_overflow_with_nothing_to_summarise_fails_clearly(tmp_path: Path):

@@ -34,7 +34,7 @@ def agent(state: AgentState, runtime: Runtime[AgentContext]) -> dict:
         reply = call_model(
             model,
             model_input(state["messages"], context),
-            prompt_tokens=prompt_tokens(state["messages"], context),
+            prompt_tokens=lambda: prompt_tokens(state["messages"], context),
             window_tokens=window,
         )
     if reply.message is None:

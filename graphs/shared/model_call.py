@@ -3,7 +3,7 @@ an empty reply treated as the endpoint glitch it is, and the tokens the reply co
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from langchain_core.language_models import BaseChatModel
@@ -51,19 +51,20 @@ def call_model(
     messages: Sequence[AnyMessage],
     *,
     answer_only: bool = False,
-    prompt_tokens: int | None = None,
+    prompt_tokens: Callable[[], int] | None = None,
     window_tokens: int | None = None,
 ) -> ModelReply:
     """One model call. `answer_only`: the model was given no tools, so a reply without text is
     empty whatever else it carries. `prompt_tokens` (and a window the server reported,
-    `window_tokens`): the request's size, so a failure is judged with it (`classify_call_error`:
-    an empty stream after a long prompt is a context overflow)."""
+    `window_tokens`): how to count the request's size, so a failure is judged with it
+    (`classify_call_error`: an empty stream after a long prompt is a context overflow); counted
+    only when the call fails, since counting a long conversation costs a pass over it."""
     try:
         reply = model.invoke(list(messages))
     except Exception as exc:  # the model boundary: every failure is classified and routed
         if prompt_tokens is None:
             return ModelReply(None, classify_model_error(exc))
-        return ModelReply(None, classify_call_error(exc, prompt_tokens, window_tokens))
+        return ModelReply(None, classify_call_error(exc, prompt_tokens(), window_tokens))
     reply = with_id(reply)
     if answer_only and not str(reply.content).strip():
         return ModelReply(None, transient(EMPTY_ANSWER))

@@ -185,7 +185,7 @@ def _fold(
     for chunk in chunks:
         prior = f"{TRANSCRIPT_LABELS['summary']}: {summary}\n" if summary else ""
         request = [asking(SUMMARIZE_INSTRUCTION, "summary"), HumanMessage(f"{limit}{prior}{chunk}")]
-        reply = call_model(model, request, answer_only=True, prompt_tokens=chunk_tokens)
+        reply = call_model(model, request, answer_only=True, prompt_tokens=lambda: chunk_tokens)
         if reply.message is None:
             return "", reply.failure
         summary = _cut(str(reply.message.content).strip(), cap_chars)
