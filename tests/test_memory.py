@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import sqlite3
 import subprocess
 import sys
 import threading
+import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -40,6 +42,7 @@ from tests.db_helpers import execute
 from tests.fakes import ScriptedChatModel, ai_calls, call
 from tools.errors import ToolError, ToolInputError, ToolLimitError
 from tools.memory import MAX_FACT_CHARS, MemoryStore, make_memory_tools
+from tools.memory.text import _runs, _script_runs, index_terms, query_terms
 
 FACTS = [
     "The user's favourite colour is teal",
@@ -176,6 +179,20 @@ def test_chinese_facts_are_found_by_the_words_inside_them(memory: MemoryStore):
     assert memory.recall("alice", "北京天气") == []
     assert memory.forget("alice", "水果") == 1
     assert texts(memory.recall("alice", "mango 水果")) == ["The user's favourite fruit is mango"]
+
+
+def test_plain_ascii_text_is_split_into_the_same_terms_as_any_other_text():
+    """ASCII text (most of it) takes a regex, not the character-by-character walk; both give the
+    same runs, whatever the characters, and text that becomes ASCII (a ligature, the Kelvin sign)
+    once normalised takes the regex too."""
+    ascii_chars = [chr(code) for code in range(128)]
+    rng = random.Random(18)
+    samples = ["".join(rng.choices(ascii_chars, k=rng.randint(0, 40))) for _ in range(2000)]
+    for text in [*samples, "The user's e-mail: x_y@z.org, tel. +1 (555) 010-99", "\ufb01ve \u212a"]:
+        normal = unicodedata.normalize("NFKC", text).casefold()
+        assert list(_runs(text)) == list(_script_runs(normal)), text
+    assert index_terms("The \ufb01ve Cats_of e-mail") == ["the", "five", "cat", "of", "e", "mail"]
+    assert query_terms("naïve café 中文") == ["naïve", "café", "中文"]
 
 
 def test_forget_takes_a_key_or_words_that_every_forgotten_fact_contains(memory: MemoryStore):

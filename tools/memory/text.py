@@ -80,6 +80,16 @@ def query_terms(text: str, *, keep_stopwords_if_alone: bool = True) -> list[str]
 def _runs(text: str) -> Iterator[tuple[str, bool]]:
     """Maximal runs of letters, digits and marks, split where CJK and other scripts meet."""
     text = unicodedata.normalize("NFKC", text).casefold()
+    if text.isascii():  # the common case, found by a regex: no marks, no CJK, letters lower case
+        return ((run, False) for run in _ASCII_RUN.findall(text))
+    return _script_runs(text)
+
+
+_ASCII_RUN = re.compile("[a-z0-9]+")
+
+
+def _script_runs(text: str) -> Iterator[tuple[str, bool]]:
+    """`_runs` of a normalised text, character by character (by Unicode category and script)."""
     run: list[str] = []
     run_cjk = False
     for ch in text:
