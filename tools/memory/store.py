@@ -83,6 +83,8 @@ class MemoryStore:
         # Serialises compound writes (check, index, put) within this process; across processes
         # identical facts map to identical keys and rowids, so racing writers converge.
         self._writing = threading.RLock()
+        # Items this process wrote, by (kind, user label), since it last counted them (`prune`).
+        self._written_since_count: dict[tuple[str, str], int] = {}
         if isinstance(connection, sqlite3.Connection):
             self._create_index()
         # On PostgreSQL the opener calls `migrate`, once per process and one process at a time.
@@ -203,6 +205,8 @@ class MemoryStore:
         with self._writing:
             self._index(kind, label, key, search_text if search_text is not None else text)
             self.store.put((kind, label), key, value)
+            if (kind, label) in self._written_since_count:
+                self._written_since_count[kind, label] += 1
         return value
 
     def get(self, kind: Kind, user: str, key: str) -> MemoryItem | None:
@@ -255,9 +259,18 @@ class MemoryStore:
         return len(existing)
 
     def prune(self, kind: Kind, user: str, keep: int, slack: int = 0) -> int:
-        """Delete all but the ``keep`` newest items once there are more than ``keep + slack``
-        (listing every item costs as much as there are: with a slack, a writer after every turn
-        pays it once every ``slack`` turns); returns how many were deleted."""
+        """Delete all but the ``keep`` newest items once there are more than ``keep + slack``;
+        returns how many were deleted. Counting reads the index rows of every user (SQLite's FTS5
+        cannot look its unindexed columns up), and listing every item of the user costs as much
+        as there are, so with a slack a process counts on its first call for the user and then
+        once ``slack`` more items were written: a writer after every turn pays it once every
+        ``slack`` turns, and with P processes writing, a user holds at most ``keep + P × slack``."""
+        label = user_label(user)
+        with self._writing:
+            written = self._written_since_count.get((kind, label))
+            if slack and written is not None and written < slack:
+                return 0
+            self._written_since_count[kind, label] = 0
         if self.count(kind, user) <= keep + slack:
             return 0
         return self.delete(kind, user, [item.key for item in self.list(user, kind=kind)[keep:]])
