@@ -537,23 +537,26 @@ def test_a_writer_counts_a_users_experiences_once_every_slack_turns(
     memory: MemoryStore, database: str, monkeypatch: pytest.MonkeyPatch
 ):
     """Counting reads the index rows of every user, so a process counts on its first turn and
-    then once every slack (a tenth of the maximum) turns; two processes writing for one user keep
-    at most the maximum plus a slack each."""
+    then once every slack (a tenth of the maximum) turns; alone it never keeps more than the
+    maximum plus the slack, and two processes writing for one user the maximum plus a slack each."""
     monkeypatch.setattr(app_memory, "MAX_EXPERIENCES_PER_USER", 20)  # a slack of 2
     counted: list[str] = []
     count = memory.count
     monkeypatch.setattr(memory, "count", lambda *args: counted.append(args[1]) or count(*args))
     for turn in range(1, 11):
         record(memory, "many", f"request number {turn} about rivers", [], turn=turn)
-    assert counted == ["alice"] * 5
+    assert counted == ["alice"] * 5  # on its first turn, then every second one
+    for turn in range(11, 41):
+        record(memory, "many", f"request number {turn} about rivers", [], turn=turn)
+        assert count("experiences", "alice") <= 20 + 2  # alone, never past the maximum + slack
 
     with MemoryStore.open(database) as other:  # a second process on the same database
-        for turn in range(11, 61):
+        for turn in range(41, 81):
             writer = memory if turn % 2 else other
             record(writer, "many", f"request number {turn} about rivers", [], turn=turn)
             assert memory.count("experiences", "alice") <= 20 + 2 * 2
     kept = memory.list("alice", kind="experiences")
-    assert [item.fields["turn"] for item in kept][:20] == list(range(60, 40, -1))
+    assert [item.fields["turn"] for item in kept][:20] == list(range(80, 60, -1))
 
 
 def test_the_experience_prompt_block_has_a_fixed_format_and_bounds():

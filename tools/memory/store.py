@@ -83,8 +83,9 @@ class MemoryStore:
         # Serialises compound writes (check, index, put) within this process; across processes
         # identical facts map to identical keys and rowids, so racing writers converge.
         self._writing = threading.RLock()
-        # Items this process wrote, by (kind, user label), since it last counted them (`prune`).
-        self._written_since_count: dict[tuple[str, str], int] = {}
+        # By (kind, user label): how many items `prune` last counted (less what it deleted) and how
+        # many this process wrote since.
+        self._last_count: dict[tuple[str, str], tuple[int, int]] = {}
         if isinstance(connection, sqlite3.Connection):
             self._create_index()
         # On PostgreSQL the opener calls `migrate`, once per process and one process at a time.
@@ -205,8 +206,9 @@ class MemoryStore:
         with self._writing:
             self._index(kind, label, key, search_text if search_text is not None else text)
             self.store.put((kind, label), key, value)
-            if (kind, label) in self._written_since_count:
-                self._written_since_count[kind, label] += 1
+            if (kind, label) in self._last_count:
+                counted, written = self._last_count[kind, label]
+                self._last_count[kind, label] = (counted, written + 1)
         return value
 
     def get(self, kind: Kind, user: str, key: str) -> MemoryItem | None:
@@ -262,18 +264,24 @@ class MemoryStore:
         """Delete all but the ``keep`` newest items once there are more than ``keep + slack``;
         returns how many were deleted. Counting reads the index rows of every user (SQLite's FTS5
         cannot look its unindexed columns up), and listing every item of the user costs as much
-        as there are, so with a slack a process counts on its first call for the user and then
-        once ``slack`` more items were written: a writer after every turn pays it once every
-        ``slack`` turns, and with P processes writing, a user holds at most ``keep + P × slack``."""
+        as there are, so with a slack a process counts on its first call for the user, once its
+        own writes since its last count could have passed ``keep + slack``, and at least once every
+        ``slack`` writes: alone it prunes exactly when an exact count would, and with P processes
+        writing for one user, the user holds at most ``keep + P × slack`` items."""
         label = user_label(user)
         with self._writing:
-            written = self._written_since_count.get((kind, label))
-            if slack and written is not None and written < slack:
-                return 0
-            self._written_since_count[kind, label] = 0
-        if self.count(kind, user) <= keep + slack:
-            return 0
-        return self.delete(kind, user, [item.key for item in self.list(user, kind=kind)[keep:]])
+            last = self._last_count.get((kind, label))
+            if slack and last is not None:
+                counted, written = last
+                if written < slack and counted + written <= keep + slack:
+                    return 0
+            count = self.count(kind, user)
+            deleted = 0
+            if count > keep + slack:
+                stale = [item.key for item in self.list(user, kind=kind)[keep:]]
+                deleted = self.delete(kind, user, stale)
+            self._last_count[kind, label] = (count - deleted, 0)
+        return deleted
 
     def reindex(self) -> int:
         """Index every stored item (when the index is new or suspect); returns how many. Additive:
