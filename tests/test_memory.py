@@ -42,6 +42,7 @@ from tests.db_helpers import execute
 from tests.fakes import ScriptedChatModel, ai_calls, call
 from tools.errors import ToolError, ToolInputError, ToolLimitError
 from tools.memory import MAX_FACT_CHARS, MemoryStore, make_memory_tools
+from tools.memory.index import owner
 from tools.memory.text import _runs, _script_runs, index_terms, query_terms
 
 FACTS = [
@@ -220,8 +221,8 @@ def test_an_index_row_orphaned_by_a_crash_is_ignored(memory: MemoryStore, databa
     # A crash between writing the index row and the item leaves a row without an item.
     execute(
         database,
-        "INSERT INTO memory_fts(rowid, terms, kind, user, key) "
-        "VALUES (42, 'favourite colour red', 'memories', 'alice', 'ghost')",
+        "INSERT INTO memory_fts(rowid, terms, owner, kind, user, key) "
+        f"VALUES (42, 'favourite colour red', '{owner('memories', 'alice')}', 'memories', 'alice', 'ghost')",
         "INSERT INTO memory_terms(rowid, terms, kind, user_label, key) "
         "VALUES (42, ARRAY['favourite', 'colour', 'red'], 'memories', 'alice', 'ghost')",
     )
@@ -236,8 +237,8 @@ def test_an_orphaned_best_match_makes_way_for_the_next_one(memory: MemoryStore, 
     memory.remember("alice", "The user's car is red")
     execute(
         database,
-        "INSERT INTO memory_fts(rowid, terms, kind, user, key) "
-        "VALUES (42, 'favourite colour red car', 'memories', 'alice', 'ghost')",
+        "INSERT INTO memory_fts(rowid, terms, owner, kind, user, key) "
+        f"VALUES (42, 'favourite colour red car', '{owner('memories', 'alice')}', 'memories', 'alice', 'ghost')",
         "INSERT INTO memory_terms(rowid, terms, kind, user_label, key) "
         "VALUES (42, ARRAY['favourite', 'colour', 'red', 'car'], 'memories', 'alice', 'ghost')",
     )
@@ -255,6 +256,28 @@ def test_a_lost_index_is_rebuilt_from_the_store(db_path: Path):
         assert texts(memory.recall("first.last", "colour")) == [
             "The user's favourite colour is teal"
         ]
+
+
+def test_an_index_made_before_it_had_owners_is_rebuilt_and_finds_the_users_own(db_path: Path):
+    """The index once found a user's rows by reading every row its terms matched; a database
+    from then gets the new index, filled from the store, the first time memory opens it."""
+    with MemoryStore.open(db_path) as memory:
+        memory.remember("alice", "The user's favourite colour is teal")
+        memory.remember("bob", "The user's favourite colour is red")
+    with sqlite3.connect(db_path) as conn:
+        conn.execute("DROP TABLE memory_fts")
+        conn.execute(
+            "CREATE VIRTUAL TABLE memory_fts USING fts5(terms, kind UNINDEXED, user UNINDEXED, "
+            "key UNINDEXED, tokenize = 'unicode61 remove_diacritics 2')"
+        )
+    with MemoryStore.open(db_path) as memory:
+        assert texts(memory.recall("alice", "favourite colour")) == [
+            "The user's favourite colour is teal"
+        ]
+        assert memory.count("memories", "bob") == 1
+    with sqlite3.connect(db_path) as conn:
+        [(sql,)] = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'memory_fts'")
+    assert " owner," in sql
 
 
 def test_a_database_file_created_by_memory_is_private(isolated: Path):

@@ -5,22 +5,27 @@ terms table (`memory_terms`, GIN-indexed) in PostgreSQL. Both rank with BM25 ove
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import math
 import sqlite3
 import threading
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
 IndexRow = tuple[int, str, str, str, str]  # rowid, space-joined terms, kind, user label, key
 BM25_K1 = 1.2
 BM25_B = 0.75
 
+# `owner` holds one token naming the row's kind and user, so that FTS5 finds a user's rows through
+# its index: a filter on an unindexed column reads every row the terms match, of every user. (bm25
+# counts a row's length over all its columns: with the owner token, one more than its terms.)
 FTS5_DDL = (
     "CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5("
-    "terms, kind UNINDEXED, user UNINDEXED, key UNINDEXED, "
+    "terms, owner, kind UNINDEXED, user UNINDEXED, key UNINDEXED, "
     "tokenize = 'unicode61 remove_diacritics 2')"
 )
+BM25_TERMS_ONLY = "bm25(memory_fts, 1.0, 0.0)"  # the owner token adds nothing to a row's score
 PG_DDL = (
     "CREATE TABLE IF NOT EXISTS memory_terms (rowid BIGINT PRIMARY KEY, kind TEXT NOT NULL, "
     "user_label TEXT NOT NULL, key TEXT NOT NULL, terms TEXT[] NOT NULL)",
@@ -64,26 +69,49 @@ class Fts5Index:
         self.conn, self.lock = conn, lock
 
     def create(self) -> bool:
+        """Create the table, or replace one without the `owner` column (written before it had
+        one); True when the caller must fill it from the store."""
         with self.lock:
-            exists = self.conn.execute(
-                "SELECT 1 FROM sqlite_master WHERE name = 'memory_fts'"
-            ).fetchone()
-            self.conn.execute(FTS5_DDL)
-        return exists is None
+            if self._current():
+                return False
+            with self._transaction():
+                if self._current():  # another process made it meanwhile
+                    return False
+                self.conn.execute("DROP TABLE IF EXISTS memory_fts")
+                self.conn.execute(FTS5_DDL)
+        return True
+
+    def _current(self) -> bool:
+        row = self.conn.execute(
+            "SELECT sql FROM sqlite_master WHERE name = 'memory_fts'"
+        ).fetchone()
+        return row is not None and " owner," in row[0]
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
 
     def upsert(self, rows: Sequence[IndexRow]) -> None:
-        sql = "INSERT OR REPLACE INTO memory_fts(rowid, terms, kind, user, key) VALUES (?, ?, ?, ?, ?)"
+        sql = (
+            "INSERT OR REPLACE INTO memory_fts(rowid, terms, owner, kind, user, key) "
+            "VALUES (?, ?, ?, ?, ?, ?)"
+        )
+        owned = [
+            (rowid, terms, owner(kind, label), kind, label, key)
+            for rowid, terms, kind, label, key in rows
+        ]
         with self.lock:
-            if len(rows) == 1:
-                self.conn.execute(sql, rows[0])
+            if len(owned) == 1:
+                self.conn.execute(sql, owned[0])
                 return
-            self.conn.execute("BEGIN IMMEDIATE")
-            try:
-                self.conn.executemany(sql, rows)
-            except BaseException:
-                self.conn.execute("ROLLBACK")
-                raise
-            self.conn.execute("COMMIT")
+            with self._transaction():
+                self.conn.executemany(sql, owned)
 
     def delete(self, rowids: Sequence[int]) -> None:
         with self.lock:
@@ -95,7 +123,8 @@ class Fts5Index:
     def count(self, kind: str, label: str) -> int:
         with self.lock:
             (count,) = self.conn.execute(
-                "SELECT count(*) FROM memory_fts WHERE kind = ? AND user = ?", (kind, label)
+                "SELECT count(*) FROM memory_fts WHERE memory_fts MATCH ? AND kind = ? AND user = ?",
+                (_owned_by(kind, label), kind, label),
             ).fetchone()
         return count
 
@@ -110,16 +139,27 @@ class Fts5Index:
     ) -> list[tuple[str, float]]:
         # Terms are runs of letters, digits and marks only, so a double-quoted string is always one
         # literal phrase: no FTS5 operator, column filter or quote can come from the user's text.
-        expression = f" {'AND' if require_all else 'OR'} ".join(f'"{term}"' for term in terms)
+        matching = f" {'AND' if require_all else 'OR'} ".join(f'"{term}"' for term in terms)
+        expression = f"{_owned_by(kind, label)} AND terms : ({matching})"
         with self.lock:
             rows = self.conn.execute(
-                "SELECT key, bm25(memory_fts) FROM memory_fts "
+                f"SELECT key, {BM25_TERMS_ONLY} FROM memory_fts "
                 "WHERE memory_fts MATCH ? AND kind = ? AND user = ? "
                 "AND (? = '' OR substr(key, 1, length(?)) <> ?) "
-                "ORDER BY bm25(memory_fts) LIMIT ?",
+                f"ORDER BY {BM25_TERMS_ONLY} LIMIT ?",
                 (expression, kind, label, skip_prefix, skip_prefix, skip_prefix, limit),
             ).fetchall()
         return [(key, -score) for key, score in rows]  # FTS5 bm25: lower is better
+
+
+def owner(kind: str, label: str) -> str:
+    """The one token (letters and digits) that stands for a kind and user label in the index."""
+    digest = hashlib.blake2b(f"{kind}\0{label}".encode(), digest_size=12).hexdigest()
+    return f"o{digest}"
+
+
+def _owned_by(kind: str, label: str) -> str:
+    return f'owner : "{owner(kind, label)}"'
 
 
 class PostgresTermIndex:
