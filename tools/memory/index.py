@@ -82,10 +82,8 @@ class Fts5Index:
         return True
 
     def _current(self) -> bool:
-        row = self.conn.execute(
-            "SELECT sql FROM sqlite_master WHERE name = 'memory_fts'"
-        ).fetchone()
-        return row is not None and " owner," in row[0]
+        found = "SELECT 1 FROM pragma_table_info('memory_fts') WHERE name = 'owner'"
+        return self.conn.execute(found).fetchone() is not None
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[None]:

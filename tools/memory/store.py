@@ -262,12 +262,11 @@ class MemoryStore:
 
     def prune(self, kind: Kind, user: str, keep: int, slack: int = 0) -> int:
         """Delete all but the ``keep`` newest items once there are more than ``keep + slack``;
-        returns how many were deleted. Counting reads the index rows of every user (SQLite's FTS5
-        cannot look its unindexed columns up), and listing every item of the user costs as much
-        as there are, so with a slack a process counts on its first call for the user, once its
-        own writes since its last count could have passed ``keep + slack``, and at least once every
-        ``slack`` writes: alone it prunes exactly when an exact count would, and with P processes
-        writing for one user, the user holds at most ``keep + P × slack`` items."""
+        returns how many were deleted. Counting is a query and listing every item of the user
+        costs as much as there are, so with a slack a process counts on its first call for the
+        user, once its own writes since its last count could have passed ``keep + slack``, and at
+        least once every ``slack`` writes: alone it prunes exactly when an exact count would, and
+        with P processes writing for one user, the user holds at most ``keep + P × slack`` items."""
         label = user_label(user)
         with self._writing:
             last = self._last_count.get((kind, label))
