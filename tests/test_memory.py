@@ -42,7 +42,7 @@ from tests.db_helpers import execute
 from tests.fakes import ScriptedChatModel, ai_calls, call
 from tools.errors import ToolError, ToolInputError, ToolLimitError
 from tools.memory import MAX_FACT_CHARS, MemoryStore, make_memory_tools
-from tools.memory.index import owner
+from tools.memory.index import Fts5Index, owner
 from tools.memory.text import _runs, _script_runs, index_terms, query_terms
 
 FACTS = [
@@ -258,9 +258,8 @@ def test_a_lost_index_is_rebuilt_from_the_store(db_path: Path):
         ]
 
 
-def test_an_index_made_before_it_had_owners_is_rebuilt_and_finds_the_users_own(db_path: Path):
-    """The index once found a user's rows by reading every row its terms matched; a database
-    from then gets the new index, filled from the store, the first time memory opens it."""
+def with_an_index_from_before_owners(db_path: Path) -> None:
+    """Memories of alice and bob, indexed the way the index was before it had an owner column."""
     with MemoryStore.open(db_path) as memory:
         memory.remember("alice", "The user's favourite colour is teal")
         memory.remember("bob", "The user's favourite colour is red")
@@ -270,14 +269,43 @@ def test_an_index_made_before_it_had_owners_is_rebuilt_and_finds_the_users_own(d
             "CREATE VIRTUAL TABLE memory_fts USING fts5(terms, kind UNINDEXED, user UNINDEXED, "
             "key UNINDEXED, tokenize = 'unicode61 remove_diacritics 2')"
         )
+
+
+def index_columns(db_path: Path) -> list[str]:
+    with sqlite3.connect(db_path) as conn:
+        return [row[1] for row in conn.execute("PRAGMA table_info(memory_fts)")]
+
+
+def test_an_index_made_before_it_had_owners_is_rebuilt_and_finds_the_users_own(db_path: Path):
+    """The index once found a user's rows by reading every row its terms matched; a database
+    from then gets the new index, filled from the store, the first time memory opens it."""
+    with_an_index_from_before_owners(db_path)
     with MemoryStore.open(db_path) as memory:
         assert texts(memory.recall("alice", "favourite colour")) == [
             "The user's favourite colour is teal"
         ]
         assert memory.count("memories", "bob") == 1
-    with sqlite3.connect(db_path) as conn:
-        [(sql,)] = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'memory_fts'")
-    assert " owner," in sql
+    assert "owner" in index_columns(db_path)
+
+
+def test_a_rebuild_of_the_index_that_fails_leaves_the_old_one_for_the_next_open(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """The new index is made and filled in one transaction: a failure (a full disk, a crash)
+    part way leaves the old index whole, and the next open rebuilds it."""
+    with_an_index_from_before_owners(db_path)
+
+    def full_disk(self: Fts5Index, rows: object) -> None:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(Fts5Index, "_insert", full_disk)
+        with pytest.raises(sqlite3.OperationalError), MemoryStore.open(db_path):
+            pass
+    assert "owner" not in index_columns(db_path)
+    with MemoryStore.open(db_path) as memory:
+        assert texts(memory.recall("bob", "colour")) == ["The user's favourite colour is red"]
+    assert "owner" in index_columns(db_path)
 
 
 def test_a_database_file_created_by_memory_is_private(isolated: Path):

@@ -10,7 +10,7 @@ import math
 import sqlite3
 import threading
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
 IndexRow = tuple[int, str, str, str, str]  # rowid, space-joined terms, kind, user label, key
@@ -40,8 +40,9 @@ PG_UPSERT = (
 
 
 class MemoryIndex(Protocol):
-    def create(self) -> bool:
-        """Create the index if missing; True if it was (the caller then fills it)."""
+    def create(self, stored: Callable[[], Sequence[IndexRow]]) -> None:
+        """Create the index if it is missing (or outdated), filled with `stored()`: the rows of
+        every stored item."""
 
     def upsert(self, rows: Sequence[IndexRow]) -> None: ...
 
@@ -68,18 +69,19 @@ class Fts5Index:
     def __init__(self, conn: sqlite3.Connection, lock: threading.Lock) -> None:
         self.conn, self.lock = conn, lock
 
-    def create(self) -> bool:
-        """Create the table, or replace one without the `owner` column (written before it had
-        one); True when the caller must fill it from the store."""
+    def create(self, stored: Callable[[], Sequence[IndexRow]]) -> None:
+        """Create the table, or replace one without the `owner` column (made before it had one),
+        and fill it in the same transaction: a crash leaves the old index or all of the new one."""
         with self.lock:
             if self._current():
-                return False
-            with self._transaction():
-                if self._current():  # another process made it meanwhile
-                    return False
-                self.conn.execute("DROP TABLE IF EXISTS memory_fts")
-                self.conn.execute(FTS5_DDL)
-        return True
+                return
+        rows = stored()  # read through the store, which takes this same lock
+        with self.lock, self._transaction():
+            if self._current():  # another process made it meanwhile
+                return
+            self.conn.execute("DROP TABLE IF EXISTS memory_fts")
+            self.conn.execute(FTS5_DDL)
+            self._insert(rows)
 
     def _current(self) -> bool:
         found = "SELECT 1 FROM pragma_table_info('memory_fts') WHERE name = 'owner'"
@@ -96,20 +98,22 @@ class Fts5Index:
         self.conn.execute("COMMIT")
 
     def upsert(self, rows: Sequence[IndexRow]) -> None:
-        sql = (
-            "INSERT OR REPLACE INTO memory_fts(rowid, terms, owner, kind, user, key) "
-            "VALUES (?, ?, ?, ?, ?, ?)"
-        )
-        owned = [
-            (rowid, terms, owner(kind, label), kind, label, key)
-            for rowid, terms, kind, label, key in rows
-        ]
         with self.lock:
-            if len(owned) == 1:
-                self.conn.execute(sql, owned[0])
+            if len(rows) == 1:
+                self._insert(rows)
                 return
             with self._transaction():
-                self.conn.executemany(sql, owned)
+                self._insert(rows)
+
+    def _insert(self, rows: Sequence[IndexRow]) -> None:
+        self.conn.executemany(
+            "INSERT OR REPLACE INTO memory_fts(rowid, terms, owner, kind, user, key) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            [
+                (rowid, terms, owner(kind, label), kind, label, key)
+                for rowid, terms, kind, label, key in rows
+            ],
+        )
 
     def delete(self, rowids: Sequence[int]) -> None:
         with self.lock:
@@ -167,7 +171,7 @@ class PostgresTermIndex:
     def __init__(self, conn: Any, lock: threading.Lock) -> None:
         self.conn, self.lock = conn, lock
 
-    def create(self) -> bool:
+    def create(self, stored: Callable[[], Sequence[IndexRow]]) -> None:
         import psycopg
 
         with self.lock:
@@ -175,7 +179,8 @@ class PostgresTermIndex:
             for ddl in PG_DDL:
                 with contextlib.suppress(psycopg.errors.UniqueViolation):  # a concurrent create
                     self.conn.execute(ddl)
-        return row["name"] is None
+        if row["name"] is None and (rows := stored()):
+            self.upsert(rows)
 
     def upsert(self, rows: Sequence[IndexRow]) -> None:
         params = [

@@ -25,7 +25,7 @@ from langgraph.store.base import GetOp, Item, PutOp
 
 from tools.errors import ToolInputError, ToolLimitError
 from tools.memory.connection import connect
-from tools.memory.index import Fts5Index, MemoryIndex, PostgresTermIndex
+from tools.memory.index import Fts5Index, IndexRow, MemoryIndex, PostgresTermIndex
 from tools.memory.item import Kind, MemoryItem, user_label
 from tools.memory.text import MAX_INDEX_CHARS, clean_text, fact_key, index_terms, query_terms
 
@@ -96,8 +96,7 @@ class MemoryStore:
         self._create_index()
 
     def _create_index(self) -> None:
-        if self.index.create():
-            self.reindex()
+        self.index.create(self._stored_rows)
 
     @classmethod
     @contextlib.contextmanager
@@ -282,9 +281,8 @@ class MemoryStore:
             self._last_count[kind, label] = (count - deleted, 0)
         return deleted
 
-    def reindex(self) -> int:
-        """Index every stored item (when the index is new or suspect); returns how many. Additive:
-        rows of concurrent writers are never removed, and orphan rows are harmless."""
+    def _stored_rows(self) -> builtins.list[IndexRow]:
+        """The index rows of every stored memory and experience."""
         rows = []
         for kind in ("memories", "experiences"):
             offset = 0
@@ -294,9 +292,7 @@ class MemoryStore:
                         text = item.value.get("search_text") or item.value["text"]
                         rows.append(_index_row(kind, item.namespace[1], item.key, text))
                 offset += len(page)
-        if rows:
-            self.index.upsert(rows)
-        return len(rows)
+        return rows
 
     def _index(self, kind: Kind, label: str, key: str, text: str) -> None:
         self.index.upsert([_index_row(kind, label, key, text)])
