@@ -10,8 +10,10 @@ import math
 import sqlite3
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
+
+from tools.sqlite_wal import write_transaction
 
 IndexRow = tuple[int, str, str, str, str]  # rowid, space-joined terms, kind, user label, key
 BM25_K1 = 1.2
@@ -76,7 +78,7 @@ class Fts5Index:
             if self._current():
                 return
         rows = stored()  # read through the store, which takes this same lock
-        with self.lock, self._transaction():
+        with self.lock, write_transaction(self.conn):
             if self._current():  # another process made it meanwhile
                 return
             self.conn.execute("DROP TABLE IF EXISTS memory_fts")
@@ -87,22 +89,12 @@ class Fts5Index:
         found = "SELECT 1 FROM pragma_table_info('memory_fts') WHERE name = 'owner'"
         return self.conn.execute(found).fetchone() is not None
 
-    @contextlib.contextmanager
-    def _transaction(self) -> Iterator[None]:
-        self.conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
-        self.conn.execute("COMMIT")
-
     def upsert(self, rows: Sequence[IndexRow]) -> None:
         with self.lock:
             if len(rows) == 1:
                 self._insert(rows)
                 return
-            with self._transaction():
+            with write_transaction(self.conn):
                 self._insert(rows)
 
     def _insert(self, rows: Sequence[IndexRow]) -> None:

@@ -6,8 +6,7 @@ from __future__ import annotations
 import datetime
 import os
 import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from pathlib import Path
 
 from tools.errors import ToolError
@@ -70,17 +69,6 @@ def database_error(path: Path, exc: sqlite3.DatabaseError) -> CorpusDatabaseErro
         f"the document index in {path} cannot be used: {reason}; tell the user",
         user_message=f"the document index in {path} cannot be used: {reason}",
     )
-
-
-@contextmanager
-def transaction(conn: sqlite3.Connection) -> Iterator[None]:
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
 
 
 def has_schema(conn: sqlite3.Connection) -> bool:

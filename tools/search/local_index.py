@@ -20,7 +20,6 @@ from tools.search.corpus_tables import (
     has_schema,
     ids_for,
     insert_document,
-    transaction,
 )
 from tools.search.documents import (
     DEFAULT_CHUNK_CHARS,
@@ -32,6 +31,7 @@ from tools.search.documents import (
 )
 from tools.search.query import HIGHLIGHT, highlight_window, plan_query
 from tools.search.result import SearchResult, one_line
+from tools.sqlite_wal import write_transaction
 
 SNIPPET_TOKENS = 24
 # Title hits count more than body hits; the hidden `grams` column counts like the body.
@@ -156,7 +156,7 @@ class LocalIndex:
             ids = ids_for(conn, key)
             if not ids:
                 raise _unknown_document(key)
-            with transaction(conn):
+            with write_transaction(conn):
                 for doc_id in ids:
                     delete_document(conn, doc_id)
         return len(ids)
@@ -223,7 +223,7 @@ class LocalIndex:
             return FileOutcome(shown, "unchanged")
         parsed = parse_document(path.name, raw)
         chunks = split_chunks(parsed.text, self.chunk_chars)
-        with transaction(conn):
+        with write_transaction(conn):
             row = conn.execute(
                 "SELECT id FROM corpus_documents WHERE path = ?", (shown,)
             ).fetchone()
