@@ -31,7 +31,7 @@ from app.cli.tables import (
     short_id,
     strategy_lines,
 )
-from app.errors import AgentRunError, UsageError
+from app.errors import AgentRunError
 from app.text import plural
 
 if TYPE_CHECKING:
@@ -292,32 +292,41 @@ def replay(
     io: Invocation = ctx.obj
     from app.cli.render import ConsoleRenderer, JsonlRenderer
     from app.service import api
+    from app.service.replay import refuse_unconfirmed
     from app.service.runtime import open_runtime
     from app.service.session import TurnInterrupted
+    from tools import side_effect_names
 
-    with opened(db, model=model, workspace=workspace) as (settings, database):
-        start = api.prepare_replay(
-            database,
-            thread,
-            checkpoint,
-            workspace=None if keep_files else settings.workspace,
-            force=force,
-        )
-    for line in start.workspace.lines():
-        io.err.print(f"workspace: {line}", markup=False)
+    settings = load_settings(db=db, model=model, workspace=workspace)
+    confirmer = _Confirmer(io, yes)
     renderer = (
         JsonlRenderer(io.out, debug=io.debug)
         if jsonl
         else ConsoleRenderer(io.out, io.err, debug=io.debug)
     )
     with open_runtime(settings) as runtime:
+        session = runtime.session(thread)
+        # Asked before anything changes: a refusal leaves the files and the head as they were.
+        start = api.prepare_replay(
+            runtime.database,
+            thread,
+            checkpoint,
+            workspace=None if keep_files else settings.workspace,
+            force=force,
+            check=refuse_unconfirmed(
+                side_effect_names(session.context.tools),
+                confirmer.confirm_names,
+                "pass --yes to allow it",
+            ),
+        )
+        for line in start.workspace.lines():
+            io.err.print(f"workspace: {line}", markup=False)
         try:
-            session = runtime.session(thread)
             with renderer:
                 result = session.replay(
                     start.row.checkpoint_id,
                     renderer,
-                    renderer.paused(_approver(io, yes)),
+                    renderer.paused(confirmer.approve),
                     start.spared,
                 )
         except TurnInterrupted as exc:
@@ -327,22 +336,44 @@ def replay(
         raise AgentRunError(f"the replay of thread {thread} failed")
 
 
-def _approver(io: Invocation, yes: bool):  # type: ignore[no-untyped-def]
-    def approve(calls: list) -> bool:
+class _Confirmer:
+    """Whether a replay may re-run tools with side effects: --yes, else the person at the
+    terminal; without a terminal, no (the replay stops before them and says how to allow it).
+    What was allowed before the replay started is not asked again when the replay meets it."""
+
+    def __init__(self, io: Invocation, yes: bool) -> None:
+        self.io, self.yes = io, yes
+        self._allowed: list[str] = []
+
+    def confirm_names(self, names: list[str]) -> bool:
+        allowed = self._decide(", ".join(names))
+        if allowed:
+            self._allowed = list(names)
+        return allowed
+
+    def approve(self, calls: list) -> bool:
+        names = [c["name"] for c in calls]
+        if names == self._allowed:
+            self._allowed = []
+            return True
         described = "; ".join(
             f"{c['name']} {json.dumps(c['args'], ensure_ascii=False)[:120]}" for c in calls
         )
-        if yes:
-            io.err.print(f"re-running (--yes): {described}", markup=False)
+        allowed = self._decide(described)
+        if not allowed and not self.yes and not sys.stdin.isatty():
+            self.io.err.print(
+                f"not re-running {', '.join(names)} without a terminal: pass --yes to allow it",
+                markup=False,
+            )
+        return allowed
+
+    def _decide(self, described: str) -> bool:
+        if self.yes:
+            self.io.err.print(f"re-running (--yes): {described}", markup=False)
             return True
         if not sys.stdin.isatty():
-            raise UsageError(
-                f"the replay would re-run tools with side effects ({described}); "
-                "pass --yes to allow it"
-            )
+            return False
         return typer.confirm(f"The replay will re-run {described}. Continue?", default=False)
-
-    return approve
 
 
 @commands.command(

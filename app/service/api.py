@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from langchain_core.messages import HumanMessage
+
 from app.db import lock_thread
 from app.db.base import Database, ThreadInfo, ThreadRow
 from app.errors import ConflictError, ThreadNotFoundError, UsageError
@@ -22,6 +24,8 @@ from app.text import plural
 # `history`, `checkpoints` and the thread records need no LangGraph: the services that load states
 # import it when called.
 if TYPE_CHECKING:
+    from langchain_core.messages import ToolCall
+    from langgraph.graph.state import CompiledStateGraph
     from langgraph.types import StateSnapshot
 
     from app.service.archive import ImportReport
@@ -162,10 +166,11 @@ def prepare_replay(
     *,
     workspace: Path | None = None,
     force: bool = False,
-    check: Callable[[StateSnapshot], None] | None = None,
+    check: Callable[[StateSnapshot, list[ToolCall]], None] | None = None,
 ) -> ReplayStart:
     """Resolve the replay's start and restore `workspace` (None: leave the files) to it. `check`
-    sees the start state first and may refuse the replay (raise) before anything changes."""
+    sees the start state and the tool calls the original turn made from there first, and may
+    refuse the replay (raise) before anything changes."""
     from app.service.replay import nothing_to_rerun
     from app.service.timetravel import state_at
     from app.service.workspace_sync import WorkspaceReport, restore_workspace
@@ -178,7 +183,7 @@ def prepare_replay(
         if not start.next:
             raise nothing_to_rerun(thread_id, row.checkpoint_id)
         if check is not None:
-            check(start)
+            check(start, _calls_ahead(index, graph, row, start))
         report = WorkspaceReport()
         if workspace is not None:
             head = state_at(graph, thread_id, index.head.checkpoint_id)
@@ -189,6 +194,40 @@ def prepare_replay(
                 force=force,
             )
         return ReplayStart(thread_id, row, start, report)
+
+
+def _calls_ahead(
+    index: CheckpointIndex, graph: CompiledStateGraph, row: CheckpointRow, start: StateSnapshot
+) -> list[ToolCall]:
+    """The tool calls the turn made after `row` the first time (those a replay would meet again
+    if the model decides the same): the open ones at `row`, then those of the newest checkpoint
+    of the same turn that descends from it."""
+    from app.service.timetravel import state_at
+    from graphs.shared.messages import dangling_tool_calls
+
+    known = start.values.get("messages", [])
+    calls = dangling_tool_calls(known)
+    descendants = _descendants(index, row.checkpoint_id)
+    later = [r for r in index.rows if r.checkpoint_id in descendants and r.turn == row.turn]
+    if later:
+        end = state_at(graph, index.thread_id, later[-1].checkpoint_id)
+        for message in end.values.get("messages", [])[len(known) :]:
+            if isinstance(message, HumanMessage):
+                break
+            calls.extend(getattr(message, "tool_calls", []) or [])
+    return calls
+
+
+def _descendants(index: CheckpointIndex, checkpoint_id: str) -> set[str]:
+    children = index.children()
+    found: set[str] = set()
+    frontier = [checkpoint_id]
+    while frontier:
+        for child in children.get(frontier.pop(), []):
+            if child.checkpoint_id not in found:
+                found.add(child.checkpoint_id)
+                frontier.append(child.checkpoint_id)
+    return found
 
 
 def export_thread(database: Database, thread_id: str) -> dict:

@@ -39,6 +39,26 @@ def rerun_at_once(
     return [c["name"] for c in strategy.gate_calls(start.values) if c["name"] in side_effects]
 
 
+def refuse_unconfirmed(
+    side_effects: Collection[str],
+    confirm: Callable[[list[str]], bool],
+    how_to_allow: str,
+) -> Callable[[StateSnapshot, list[ToolCall]], None]:
+    """A `prepare_replay` check: a replay that would meet tools with side effects again (the
+    calls open at its start, and those the turn made after it the first time) needs `confirm`'s
+    yes before anything changes; a no raises `UsageError`, files and head untouched."""
+
+    def check(start: StateSnapshot, ahead: list[ToolCall]) -> None:
+        risky = list(dict.fromkeys(c["name"] for c in ahead if c["name"] in side_effects))
+        if risky and not confirm(risky):
+            raise UsageError(
+                f"the replay would re-run tools with side effects ({', '.join(risky)}); "
+                f"nothing was changed; {how_to_allow}"
+            )
+
+    return check
+
+
 def replay_from(
     run: TurnRun, strategy: Strategy, checkpoint_id: str, approve: ReplayConfirm
 ) -> None:

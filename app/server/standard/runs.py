@@ -441,8 +441,8 @@ def _replay(
     session.replay(start.row.checkpoint_id, sink, approve, start.spared)
 
 
-def _refuse_side_effects(session: ChatSession) -> Callable[[StateSnapshot], None]:
-    def check(start: StateSnapshot) -> None:
+def _refuse_side_effects(session: ChatSession) -> Callable[[StateSnapshot, list], None]:
+    def check(start: StateSnapshot, _ahead: list) -> None:
         risky = rerun_at_once(session.strategy, start, side_effect_names(session.context.tools))
         if risky:
             raise UsageError(
