@@ -299,3 +299,24 @@ def test_a_refused_replay_changes_no_file_and_no_checkpoint(isolated: Path, db_p
     assert "would re-run tools with side effects (write_file)" in stderr
     assert "nothing was changed; pass --yes" in stderr and "workspace:" not in stderr
     assert _snapshot(db_path, isolated / "workspace") == before
+
+
+def test_checkpoints_are_named_by_any_unique_part_like_git():
+    seed("ids", "what is 1 plus 1", "what is 2 plus 2")
+    turns = turn_list("ids")
+    newer, older = (row["checkpoint_id"] for row in turns)
+    shown = run_cli("history", "-t", "ids").stdout.decode()
+    newer_shown, older_shown = newer[-12:], older[-12:]
+    assert newer_shown in shown and older_shown in shown
+
+    for a, b in [(newer_shown[:6], older_shown[:6]), (newer[:13], older[:13])]:
+        diffed = run_cli("diff", "-t", "ids", b, a, "--json")
+        assert diffed.returncode == 0, diffed.stderr.decode()
+        assert json.loads(diffed.stdout)["counters"]["turn"] == {"from": 1, "to": 2}
+    shown_at = run_cli("show", "-t", "ids", "-c", older_shown[:8], "--json")
+    assert json.loads(shown_at.stdout)["messages"][-1]["content"] == "1 + 1 = 2"
+
+    ambiguous = run_cli("show", "-t", "ids", "-c", newer[:8])
+    assert ambiguous.returncode == 2
+    message = ambiguous.stderr.decode()
+    assert "is ambiguous" in message and newer_shown in message and "(turn 2)" in message

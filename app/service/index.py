@@ -59,7 +59,8 @@ class CheckpointIndex:
         return self.rows[-1]
 
     def resolve(self, ref: str) -> CheckpointRow:
-        """An exact id, or a unique prefix or suffix of one (`history` prints the `short_id`)."""
+        """An exact id, or — like git — a unique part of one of at least MIN_ID_CHARS characters:
+        the start of the id, the start of its `short_id` (what `history` shows) or its end."""
         ref = ref.strip()
         if ref in self.by_id:
             return self.by_id[ref]
@@ -68,15 +69,16 @@ class CheckpointIndex:
                 f"checkpoint {ref!r} is too short to name one checkpoint: give at least "
                 f"{MIN_ID_CHARS} characters of its id (the {SHORT_ID_CHARS} that `history` shows)"
             )
-        matches = [
-            r for r in self.rows if r.checkpoint_id.startswith(ref) or r.checkpoint_id.endswith(ref)
-        ]
+        matches = [r for r in self.rows if _names(r.checkpoint_id, ref)]
         if len(matches) == 1:
             return matches[0]
         if matches:
+            newest = matches[::-1][:8]
+            shown = ", ".join(f"{short_id(r.checkpoint_id)} (turn {r.turn})" for r in newest)
+            more = f" and {len(matches) - 8} more" if len(matches) > 8 else ""
             raise UsageError(
-                f"checkpoint {ref!r} is ambiguous in thread {self.thread_id} "
-                f"({len(matches)} match); give more characters"
+                f"checkpoint {ref!r} is ambiguous in thread {self.thread_id}: it matches "
+                f"{shown}{more}; give more characters"
             )
         raise NotFoundError(
             f"checkpoint {ref!r} does not exist in thread {self.thread_id}; "
@@ -106,6 +108,14 @@ class CheckpointIndex:
         if not rows:
             raise UsageError(f"thread {self.thread_id} has no turn {turn} on its current branch")
         return rows[-1]
+
+
+def _names(checkpoint_id: str, ref: str) -> bool:
+    return (
+        checkpoint_id.startswith(ref)
+        or checkpoint_id.endswith(ref)
+        or short_id(checkpoint_id).startswith(ref)
+    )
 
 
 def _row(record: CheckpointRecord, writers: dict[str, str]) -> CheckpointRow:
