@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
+import threading
 from pathlib import Path
 
 from tests.conftest import run_cli
@@ -104,3 +107,39 @@ def test_prune_dry_run_then_prune_then_vacuum():
     assert vacuum.returncode == 0 and "freed" in vacuum.stderr.decode()
     nothing = run_cli("threads", "prune")
     assert nothing.returncode == 2
+
+
+def test_export_writes_through_links_pipes_and_devices_and_never_replaces_them(isolated: Path):
+    seed("x", "what is 1 plus 1")
+    target = isolated / "real.md"
+    target.write_text("old")
+    link = isolated / "link.md"
+    link.symlink_to(target)
+    assert run_cli("export", "-t", "x", "-f", "md", "-o", str(link)).returncode == 0
+    assert link.is_symlink() and "1 + 1 = 2" in target.read_text()
+
+    fifo = isolated / "pipe"
+    os.mkfifo(fifo)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()))
+    reader.start()
+    written = run_cli("export", "-t", "x", "-f", "md", "-o", str(fifo))
+    reader.join(timeout=60)
+    assert written.returncode == 0, written.stderr.decode()
+    assert stat.S_ISFIFO(fifo.lstat().st_mode) and b"1 + 1 = 2" in received[0]
+
+    if Path("/dev/full").exists():
+        full = run_cli("export", "-t", "x", "-o", "/dev/full")
+        assert full.returncode == 2 and "No space left on device" in full.stderr.decode()
+        assert stat.S_ISCHR(Path("/dev/full").stat().st_mode)
+
+
+def test_a_database_path_that_is_not_a_regular_file_is_refused_and_left_alone(isolated: Path):
+    fifo = isolated / "db.fifo"
+    os.mkfifo(fifo)
+    for path in [fifo, *([Path("/dev/full")] if Path("/dev/full").exists() else [])]:
+        result = run_cli("threads", "list", "--db", str(path))
+        assert result.returncode == 3, result.stderr.decode()
+        assert "is not a regular file" in result.stderr.decode()
+        assert not Path(f"{path}-journal").exists() and not Path(f"{path}-wal").exists()
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 import tempfile
 from enum import StrEnum
@@ -65,12 +66,30 @@ def export(
 
 
 def write_atomically(path: Path, text: str) -> None:
-    """Write via a temporary file in the same directory, so a full disk never leaves half a file."""
-    if path.is_dir():
-        raise UsageError(f"{path} is a directory; give a file name with -o")
-    directory = path.parent if str(path.parent) else Path(".")
+    """Write the file the user named. A regular file (or a new one) is replaced atomically via a
+    temporary file beside it, so a full disk never leaves half a file; a symlink is written
+    through to its target; a FIFO or character device (a pipe, /dev/stdout) is written to as it
+    is, never replaced; anything else is refused. A refusal writes nothing."""
+    target = Path(os.path.realpath(path))
     try:
-        fd, temporary = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
+        mode = target.stat().st_mode if target.exists() else None
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror}") from exc
+    if mode is None or stat.S_ISREG(mode):
+        _replace_file(path, target, text)
+    elif stat.S_ISFIFO(mode) or stat.S_ISCHR(mode):
+        _write_through(path, target, text)
+    elif stat.S_ISDIR(mode):
+        raise UsageError(f"{path} is a directory; give a file name with -o")
+    else:
+        raise UsageError(f"{path} is not a regular file, a pipe or a device; nothing was written")
+
+
+def _replace_file(path: Path, target: Path, text: str) -> None:
+    try:
+        fd, temporary = tempfile.mkstemp(
+            dir=target.parent, prefix=f".{target.name}.", suffix=".tmp"
+        )
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {exc.strerror}") from exc
     try:
@@ -78,10 +97,18 @@ def write_atomically(path: Path, text: str) -> None:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(temporary, path)
+        os.replace(temporary, target)
     except OSError as exc:
         Path(temporary).unlink(missing_ok=True)
         raise UsageError(f"cannot write {path}: {exc.strerror}; nothing was written") from exc
+
+
+def _write_through(path: Path, target: Path, text: str) -> None:
+    try:
+        with open(target, "w", encoding="utf-8") as handle:  # no O_CREAT race: it exists
+            handle.write(text)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror}") from exc
 
 
 @commands.command("import", epilog=examples("import demo.json --as demo-copy --db other.sqlite"))

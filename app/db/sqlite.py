@@ -165,6 +165,10 @@ def check_file(path: Path) -> None:
         if path.is_dir():
             raise ConfigError(f"database path {path} is a directory; pass a file path with --db")
         if path.exists():
+            if not path.is_file():  # a device or FIFO: SQLite would write a journal beside it
+                raise ConfigError(
+                    f"database path {path} is not a regular file; pass a file path with --db"
+                )
             return
     except OSError as exc:  # a name too long, a loop of symlinks, no permission to look
         raise ConfigError(f"cannot use the database {path}: {exc.strerror}") from exc
