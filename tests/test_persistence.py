@@ -29,6 +29,8 @@ from tests.cli_boundary import invoke
 from tests.conftest import REPO, run_cli, run_cli_process
 from tests.db_helpers import execute
 from tests.fakes import ScriptedChatModel
+from tests.openai_server import OpenAIServer, hang
+from tests.openai_server import openai_server as openai_server  # the fixture
 
 SLOW_TURN = REPO / "tests" / "scripts" / "slow_turn.py"
 
@@ -321,3 +323,48 @@ def test_a_lock_file_that_cannot_be_written_is_a_config_error(db_path: Path):
     assert f"cannot lock thread l: the lock file {locks / 'l.lock'} cannot be written" in (
         outcome.stderr
     )
+
+
+def test_a_turn_killed_in_its_model_call_keeps_its_own_row_and_number(
+    isolated: Path, openai_server: OpenAIServer
+):
+    assert run_cli("chat", "-t", "k", "-m", "what is 1 plus 1").returncode == 0
+    openai_server.add(hang(120))
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "OPENAI_BASE_URL": openai_server.base_url,
+        "OPENAI_API_KEY": "test",
+    }
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "app",
+            "chat",
+            "-t",
+            "k",
+            "-m",
+            "what is 2 plus 2",
+            "--model",
+            "openai:test",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    deadline = time.monotonic() + 60
+    while not openai_server.completions:  # the model call has begun: kill it there
+        assert process.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=30)
+
+    third = run_cli("chat", "-t", "k", "-m", "what is 3 plus 3")
+    assert third.returncode == 0 and third.stdout.decode() == "3 + 3 = 6\n"
+    rows = json.loads(run_cli("history", "-t", "k", "--json").stdout)
+    assert [(r["turn"], r["status"], r["preview"]) for r in rows] == [
+        (3, "answered", "what is 3 plus 3"),
+        (2, "cancelled", "what is 2 plus 2"),  # closed by the next turn as interrupted
+        (1, "answered", "what is 1 plus 1"),
+    ]

@@ -6,7 +6,7 @@ saw of the answer is kept. The turn's metadata goes with the close, so history f
 
 from __future__ import annotations
 
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StateSnapshot
 
@@ -14,6 +14,7 @@ from app.service.events import EventSink, Notice
 from app.service.threads import load_state, thread_config
 from app.text import plural
 from graphs.shared.messages import cancelled_results, dangling_tool_calls, new_message_id
+from graphs.state import turn_resets
 
 TURN_KEYS = ("turn", "preview")
 
@@ -79,10 +80,21 @@ def _finished_but_uncommitted(graph: CompiledStateGraph, thread_id: str) -> list
 
 
 def close(graph: CompiledStateGraph, thread_id: str, messages: list) -> None:
-    """Written as if `finalize` ran, under the interrupted turn's metadata."""
+    """Written as if `finalize` ran, under the interrupted turn's metadata. A turn stopped before
+    its first node finished was never begun in the state (graphs/shared/turns.py): the close
+    begins it, so it keeps its own number and the next turn gets the next one."""
     head = graph.get_state(thread_config(thread_id))
     graph.update_state(
         thread_config(thread_id, metadata={**turn_metadata(head), "closed": "interrupted"}),
-        {"messages": messages, "status": "cancelled"},
+        {**_unbegun_turn(head.values), "messages": messages, "status": "cancelled"},
         as_node="finalize",
     )
+
+
+def _unbegun_turn(values: dict) -> dict:
+    """The resets of the turn the last user message asked for, if no node began it."""
+    messages = values.get("messages") or []
+    last = messages[-1] if messages else None
+    if not isinstance(last, HumanMessage) or last.id == values.get("turn_message_id"):
+        return {}
+    return turn_resets(values.get("turn", 0) + 1, last.id)
