@@ -156,3 +156,45 @@ def test_a_pending_approval_survives_the_process_and_is_asked_again(isolated: Pa
     second.sendline("/exit")
     second.expect(pexpect.EOF)
     assert (workspace / "a.txt").read_text() == "new"
+
+
+def test_resuming_a_killed_turn_asks_for_its_approval_at_once(isolated: Path):
+    import dataclasses
+    import io
+
+    from rich.console import Console
+
+    from app.cli.render import JsonlRenderer
+    from app.config import load_settings
+    from app.service.context import make_context
+    from app.service.session import ChatSession
+    from app.store import open_checkpointer
+
+    settings = load_settings()
+    workspace = settings.workspace
+    workspace.mkdir(parents=True, exist_ok=True)
+    (workspace / "a.txt").write_text("old")
+    sink = JsonlRenderer(Console(file=io.StringIO()))
+    with open_checkpointer(settings.db) as saver:
+        killed = ChatSession(
+            settings, saver, "k", make_context(settings, ScriptedChatModel(script=[OVERWRITE]))
+        )
+        # the turn stopped as a kill would stop it: its call made, the tools step not run
+        killed.graph.invoke(
+            turn_input(HumanMessage("overwrite it", id="h1"), 1),
+            killed.config,
+            context=dataclasses.replace(killed.context, approval="auto"),
+            interrupt_before=["tools"],
+        )
+        asked: list[list[dict]] = []
+
+        def approver(calls: list[dict]) -> dict:
+            asked.append(calls)
+            return {c["id"]: {"action": "approve"} for c in calls}
+
+        context = make_context(settings, ScriptedChatModel(script=["done"]), approval="ask")
+        resumed = ChatSession(settings, saver, "k", context).resume(sink, approver)
+
+    assert [[c["name"] for c in calls] for calls in asked] == [["write_file"]]
+    assert (workspace / "a.txt").read_text() == "new"
+    assert (resumed.status, resumed.answer) == ("answered", "done")

@@ -209,11 +209,14 @@ class Repl:
             f"({pending}).[/yellow]"
         )
         answer = prompt.prompt("[r]esume it or [d]iscard the unfinished step? ").strip().lower()
-        self._guarded(
-            lambda: self._with_renderer(
-                self.session.resume if answer.startswith("r") else self.session.discard
+        if answer.startswith("r"):
+            self._guarded(
+                lambda: self._with_renderer(
+                    lambda r: self.session.resume(r, r.paused(self.approver))
+                )
             )
-        )
+        else:
+            self._guarded(lambda: self._with_renderer(self.session.discard))
 
     def handle(self, command: str, text: str) -> None:
         if not command.startswith("/"):

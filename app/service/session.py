@@ -203,13 +203,14 @@ class ChatSession:
             f"; open tool calls: {names}" if names else ""
         )
 
-    def resume(self, sink: EventSink) -> TurnResult:
-        """Run the unfinished step of an interrupted turn again (at-least-once for its tools)."""
+    def resume(self, sink: EventSink, approver: Approver | None = None) -> TurnResult:
+        """Run the unfinished step of an interrupted turn again (at-least-once for its tools); a
+        risky call it reaches asks `approver` at once, as in the turn it resumes."""
         with self._locked():
             state = load_state(self.graph, self.thread_id)
             run = self._run(sink, state.values.get("turn", 0), turn_metadata(state))
             run.drive(None)
-            return run.finish()
+            return run.finish(answer_approvals(run, approver, just_ran=True))
 
     def discard(self, sink: EventSink) -> None:
         with self._locked():
