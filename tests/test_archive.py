@@ -385,7 +385,7 @@ def test_markdown_transcript_shows_the_head_turns_tools_and_answers(source: Path
         "> read missing.txt",
         '**Tool call** `read_file` `{"path": "missing.txt"}` ✗',
         "Result ✗ (error):",
-        "file 'missing.txt' does not exist; use list_files to see what is there",
+        "file 'missing.txt' does not exist in the workspace",
         "## Turn 3",
         "> what is 5 plus 5",
         "5 + 5 = 10",
@@ -396,3 +396,49 @@ def test_markdown_transcript_shows_the_head_turns_tools_and_answers(source: Path
     assert sum("✗" in line for line in lines) == 2
     # only the head's branch: the rolled-back turn is not in the transcript
     assert "Paris" not in text
+
+
+def test_markdown_export_after_compact_keeps_every_turn_in_full(isolated: Path):
+    from tests.test_timetravel import seed
+
+    questions = [f"what is {n} plus {n}" for n in range(1, 7)]
+    seed("long", *questions)
+    assert run_cli_compact("long") > 0
+    with open_database(load_settings().db) as database:
+        text = export_markdown(database, "long")
+
+    lines = text.splitlines()
+    assert "6 turns." in lines
+    headings = [line for line in lines if line.startswith("## Turn")]
+    assert headings == [f"## Turn {n}" for n in range(1, 7)]
+    for n, question in enumerate(questions, start=1):
+        assert f"> {question}" in lines and f"{n} + {n} = {2 * n}" in lines
+    marked = lines.count("_Summarised in the model's context; shown here in full._")
+    assert marked == 5  # /compact keeps the last turn whole in the model's context
+    assert "summary" not in text.lower().replace("summarised in the model's context", "")
+
+
+def run_cli_compact(thread: str) -> int:
+    import io
+
+    from rich.console import Console
+
+    from app.cli.render import JsonlRenderer
+    from app.service.context import make_context
+    from app.service.session import ChatSession
+
+    settings = load_settings()
+    with open_checkpointer(settings.db) as saver:
+        session = ChatSession(settings, saver, thread, make_context(settings))
+        return session.compact(JsonlRenderer(Console(file=io.StringIO())))
+
+
+def test_markdown_export_shows_the_users_wording_not_the_models_advice(isolated: Path):
+    from tests.conftest import run_cli
+
+    for _ in range(2):  # the second write would overwrite: refused under --approve never
+        run_cli("chat", "-t", "w", "-m", "write 'x' to a.txt", "--approve", "never")
+    exported = run_cli("export", "-t", "w", "-f", "md")
+    text = exported.stdout.decode()
+    assert "not run: it overwrites the existing file 'a.txt' and was not approved" in text
+    assert "Do not retry it unchanged" not in text and "ask the user" not in text

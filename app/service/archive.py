@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import (
+    AnyMessage,
     messages_to_dict,
 )
 from langgraph.checkpoint.base import (
@@ -34,6 +35,7 @@ from app.service.threads import load_state, reading, thread_config
 from app.service.transcript import render_markdown
 from app.store import validate_thread_id
 from graphs.react.graph import build_graph
+from graphs.shared.summarize import is_summary
 from graphs.state import unreadable_reason
 
 FORMAT = "waypoint-thread/1"
@@ -118,10 +120,31 @@ def _export_checkpoint(
 
 
 def export_markdown(database: Database, thread_id: str) -> str:
-    """A readable transcript of the head state: each turn's request, tool calls with results, answers."""
+    """A readable transcript of the head's branch: every turn's request, tool calls with results,
+    answers — turns a summary replaced in the model's context included, in full and marked."""
     _require_thread(database, thread_id)
-    values = load_state(build_graph(database.saver), thread_id).values
-    return render_markdown(thread_id, values.get("messages", []))
+    graph = build_graph(database.saver)
+    record = _whole_record(database, graph, thread_id)
+    in_context = {m.id for m in load_state(graph, thread_id).values.get("messages", [])}
+    summarised = {message_id for message_id in record if message_id not in in_context}
+    return render_markdown(thread_id, list(record.values()), summarised)
+
+
+def _whole_record(database: Database, graph: Any, thread_id: str) -> dict[str | None, AnyMessage]:
+    """Every message of the head's branch by id, in order: a summary (a turn's start or /compact)
+    drops older turns from the state, but the last checkpoint of each turn still holds that turn
+    whole. A message rewritten later (an approval's edit) keeps its place and its last form."""
+    from app.service.index import CheckpointIndex
+    from app.service.timetravel import state_at
+
+    ends = {row.turn: row for row in CheckpointIndex(database, thread_id).branch() if row.turn}
+    record: dict[str | None, AnyMessage] = {}
+    for turn in sorted(ends):
+        values = state_at(graph, thread_id, ends[turn].checkpoint_id).values
+        for message in values.get("messages", []):
+            if not is_summary(message):
+                record[message.id] = message
+    return record
 
 
 def _head(checkpoint_id: str | None, values: dict) -> dict:

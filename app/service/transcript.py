@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 
 from app.text import plural
+from graphs.shared.tool_calls import for_user
 
 
-def render_markdown(thread_id: str, messages: Sequence[AnyMessage]) -> str:
-    """Markdown for a message list; a tool result is shown under its call, marked ✗ on error."""
+def render_markdown(
+    thread_id: str, messages: Sequence[AnyMessage], summarised: Collection[str | None] = ()
+) -> str:
+    """Markdown for a message list; a tool result is shown under its call, marked ✗ on error, in
+    the user's wording. Turns whose request is in `summarised` are marked: a summary stands for
+    them in the model's context."""
     results = {m.tool_call_id: m for m in messages if isinstance(m, ToolMessage)}
     shown: set[str] = set()
     turns = sum(isinstance(m, HumanMessage) for m in messages)
@@ -22,7 +27,10 @@ def render_markdown(thread_id: str, messages: Sequence[AnyMessage]) -> str:
     for message in messages:
         if isinstance(message, HumanMessage):
             turn += 1
-            lines += ["", f"## Turn {turn}", "", "**User**", "", _quote(message.text)]
+            lines += ["", f"## Turn {turn}"]
+            if message.id in summarised:
+                lines += ["", "_Summarised in the model's context; shown here in full._"]
+            lines += ["", "**User**", "", _quote(message.text)]
         elif isinstance(message, AIMessage):
             for call in message.tool_calls:
                 lines += _tool_lines(call["name"], call["args"], results.get(call["id"] or ""))
@@ -48,7 +56,7 @@ def _tool_lines(name: str, args: Any, result: ToolMessage | None) -> list[str]:
     if result is None:
         return [*lines, "", "_no result_"]
     label = "Result ✗ (error)" if failed else "Result"
-    return [*lines, "", f"{label}:", "", _fenced(result.text)]
+    return [*lines, "", f"{label}:", "", _fenced(for_user(result))]  # not the model's advice
 
 
 def _code(text: str) -> str:
