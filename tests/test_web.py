@@ -357,3 +357,127 @@ def test_the_graph_is_drawn_large_enough_to_read_and_enlarges_on_click(page, sit
     site.screenshot(page, "graph-enlarged")
     page.keyboard.press("Escape")
     expect(dialog).to_be_hidden()
+
+
+@pytest.mark.parametrize("size", [(1280, 720), (420, 800)], ids=["wide", "narrow"])
+def test_a_risky_call_waits_for_an_approval_card_that_survives_a_reload(site, size):  # type: ignore[no-untyped-def]
+    from playwright.sync_api import expect
+
+    page = site.open("/", *size)
+    if size[0] < 720:
+        page.click("#toggle-threads")
+    new_thread(page, "approve")
+    send(page, "run this python: print(6*7)")
+    card = page.locator(".approval-card")
+    expect(card).to_have_count(1)
+    expect(card.locator(".tool-name")).to_have_text("run_python")
+    code = card.locator("textarea.code")
+    expect(code).to_have_value("print(6*7)")  # code as code, not a JSON string
+    expect(card.locator(".line-numbers")).to_have_text("1")
+    expect(page.locator("#send")).to_be_disabled()
+    site.screenshot(page, f"approval-{size[0]}")
+
+    page.reload()  # the question is stored with the thread, not kept by the page
+    card = page.locator(".approval-card")
+    expect(card).to_have_count(1)
+    card.get_by_role("button", name="Approve").click()
+    expect(page.locator(".msg.ai").last).to_contain_text("42")
+    expect(page.locator(".approval-card")).to_have_count(0)
+    expect(page.locator("#send")).to_be_enabled()
+    expect(page.locator("#status")).to_contain_text("answered: approved")
+    assert not document_scrolls(page)
+
+
+def test_an_approval_can_be_edited_as_fields_or_rejected(page, site):  # type: ignore[no-untyped-def]
+    from playwright.sync_api import expect
+
+    new_thread(page, "edits")
+    send(page, "run this python: print(6*7)")
+    card = page.locator(".approval-card")
+    card.get_by_role("button", name="Edit").click()
+    card.locator("textarea.code").fill("print(7*7)")
+    site.screenshot(page, "approval-editing")
+    card.get_by_role("button", name="Approve").click()
+    expect(page.locator(".msg.ai").last).to_contain_text("49")
+    expect(page.locator("#status")).to_contain_text("answered: approved as edited")
+
+    send(page, "run this python: print(1+1)")
+    page.locator(".approval-card").get_by_role("button", name="Reject").click()
+    expect(page.locator("#status")).to_contain_text("answered: rejected")
+    expect(page.locator(".approval-card")).to_have_count(0)
+    expect(page.locator(".tool-card", has_text="running…")).to_have_count(0)
+    page.reload()
+    refused = page.locator(".tool-card", has_text="run_python").last
+    expect(refused.locator(".tool-outcome")).to_contain_text("not approved")
+
+
+def test_stop_and_a_refused_replay_leave_no_card_running(page, site, tmp_path: Path):  # type: ignore[no-untyped-def]
+    from playwright.sync_api import expect
+
+    new_thread(page, "stale")
+    with Hold(tmp_path):
+        send(page, "do the slow step")
+        expect(page.locator(".tool-card").last).to_contain_text("slow_step")
+        page.click("#stop")
+    expect(page.locator("#stop")).to_be_hidden()
+    expect(page.locator(".tool-card", has_text="running…")).to_have_count(0)
+    expect(page.locator(".tool-card").last.locator(".tool-outcome")).not_to_have_text("running…")
+
+
+def test_the_timeline_follows_the_open_thread_and_undo_needs_a_turn_to_undo(page, site):  # type: ignore[no-untyped-def]
+    from playwright.sync_api import expect
+
+    new_thread(page, "first")
+    send(page, "what is 6 times 7")
+    expect(page.locator("#timeline .segment.head .turn")).to_have_text("turn 1")
+    expect(page.locator("#undo")).to_be_disabled()  # one turn: nothing before it
+    send(page, "what is 2 plus 3")
+    expect(page.locator("#undo")).to_be_enabled()
+
+    new_thread(page, "second")
+    expect(page.locator("#timeline")).to_have_text("no turns yet")
+    expect(page.locator("#undo")).to_be_disabled()
+
+
+def test_the_graph_panel_shows_the_threads_strategy(page, site):  # type: ignore[no-untyped-def]
+    from playwright.sync_api import expect
+
+    new_thread(page, "planned")
+    page.select_option("#strategy", "plan")
+    send(page, "what is 6 times 7 plus 2")
+    expect(page.locator(".msg.ai").last).to_contain_text("44")
+    expect(page.locator("#graph-title")).to_have_text("Graph: plan")
+    expect(page.locator("#mermaid")).to_contain_text("planner")
+    new_thread(page, "looped")
+    send(page, "what is 1 plus 1")
+    expect(page.locator("#graph-title")).to_have_text("Graph: react")
+
+
+def test_replays_say_what_they_did_and_repeated_branches_fold(page, site):  # type: ignore[no-untyped-def]
+    from playwright.sync_api import expect
+
+    new_thread(page, "again")
+    send(page, "what is 6 times 7")
+    send(page, "what is 2 plus 3")
+    expect(page.locator("#timeline .segment.head .turn")).to_have_text("turn 2")
+    page.on("dialog", lambda dialog: dialog.accept())
+    for _ in range(2):
+        turn_two = page.locator("#timeline .segment.head > .entry")
+        turn_two.locator(".entry-menu-button").click()
+        turn_two.locator("[role=menuitem]", has_text="Replay turn").click()
+        expect(page.locator("#status")).to_contain_text("replayed turn 2 on a new branch")
+    labels = page.locator("#timeline .fork-label")
+    expect(labels).to_have_count(1)
+    expect(labels).to_have_text("branch ×2 (the same input; the newest shown)")
+    expect(page.locator("#timeline .segment.head > .entry .note")).to_have_text("replay ×2")
+    site.screenshot(page, "folded-branches")
+
+
+def test_a_long_threads_timeline_opens_at_its_head(site):  # type: ignore[no-untyped-def]
+    from playwright.sync_api import expect
+
+    seed_turns(site.base, "tall", 30)
+    page = site.open("/#tall")
+    head = page.locator("#timeline .segment.head > .entry")
+    expect(head).to_contain_text("turn 30")
+    expect(head).to_be_in_viewport()

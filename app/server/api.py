@@ -17,7 +17,7 @@ from fastapi.staticfiles import StaticFiles
 
 from app.config import Settings
 from app.db import open_database
-from app.errors import AppError
+from app.errors import AppError, NotFoundError
 from app.server import schemas, timeline
 from app.server.diagram import graph_view
 from app.server.errors import error_body, status_for
@@ -28,6 +28,7 @@ from app.server.params import ThreadId
 from app.server.standard import assistants, store, threads
 from app.server.standard.runs import RunRequest, Runs
 from app.service.session import new_thread_id
+from graphs.strategies import UnknownStrategyError
 
 STATIC = Path(__file__).parent / "static"
 SSE_RESPONSE = {200: {"content": {"text/event-stream": {}}, "description": "Server-Sent Events"}}
@@ -136,9 +137,12 @@ def _conveniences() -> APIRouter:
     api = APIRouter(tags=["time travel"])
 
     @api.get("/graph", response_model=schemas.GraphView, tags=["meta"])
-    def graph() -> dict:
-        """The state machine: Mermaid text and its nodes and edges."""
-        return graph_view()
+    def graph(strategy: Annotated[str, Query(max_length=40)] = "react") -> dict:
+        """A strategy's state machine (default: the tool loop): Mermaid text, nodes and edges."""
+        try:
+            return graph_view(strategy)
+        except UnknownStrategyError as exc:
+            raise NotFoundError(str(exc)) from None
 
     @api.get("/threads/{thread_id}/timeline", response_model=schemas.History)
     def history(

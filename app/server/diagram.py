@@ -1,16 +1,18 @@
-"""The compiled graph as data for the page and for GET /graph: Mermaid text, nodes and edges."""
+"""A strategy's compiled graph as data for the page and for GET /graph: Mermaid text, nodes and
+edges."""
 
 from __future__ import annotations
 
 import functools
 
-from graphs.react.graph import build_graph
+from graphs.strategies import get_strategy
 
 
 @functools.cache
-def graph_view() -> dict:
-    drawable = build_graph().get_graph()
+def graph_view(strategy: str = "react") -> dict:
+    drawable = get_strategy(strategy).build(None).get_graph()
     return {
+        "strategy": strategy,
         "mermaid": drawable.draw_mermaid(),
         "nodes": [{"id": node.id} for node in drawable.nodes.values()],
         "edges": [

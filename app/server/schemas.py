@@ -116,6 +116,7 @@ class Health(BaseModel):
 
 
 class GraphView(BaseModel):
+    strategy: str
     mermaid: str
     nodes: list[dict]
     edges: list[dict]

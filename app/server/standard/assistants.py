@@ -45,7 +45,7 @@ class Assistant:
             "graph_id": self.graph_id,
             "config": {},
             "context": {},
-            "metadata": {"created_by": "system"},
+            "metadata": {"created_by": "system", "strategy": self.strategy},
             "name": self.graph_id,
             "description": STRATEGIES[self.strategy].summary,
             "created_at": STARTED,

@@ -31,12 +31,14 @@ function setStatus(text, kind = "") {
 // changes only `serverApi`. What the rest of the page expects from it:
 // Threads, runs and their events are the LangGraph Server API's (app/server/standard/); the
 // timeline, rollback, fork and replay are Waypoint's own routes (app/server/api.py).
+//   strategies() → [{strategy, graph_id, description}] (one assistant per strategy)
 //   listThreads() → [{thread_id, title, turns}]
-//   getThread(id) → {thread_id, messages: [{type: "human"|"ai"|"tool", content, tool_calls?: [{id, name,
-//                    args}], tool_call_id?, name?, status?}]}
+//   getThread(id) → {thread_id, turns, strategy, approvals: [{id, name, args, reason}],
+//                    messages: [{type: "human"|"ai"|"tool", content, tool_calls?: [{id, name, args}],
+//                    tool_call_id?, name?, status?}]}
 //   history(id) → {head, tree: [segment]} (segment: turn, preview, first, last, checkpoints, note, head,
 //                  on_branch, branches: [[segment]]; app/server/timeline.py)
-//   streamRun / replay call onEvent(type, data) for each event: token {text}, tool_call {id, name, args},
+//   streamRun / resume / replay call onEvent(type, data) for each event: token {text}, tool_call {id, name, args},
 //                  tool_result {id, name, status, content}, retry, notice, error, final {status, answer},
 //                  and the strategies' plan, step_skipped, trial, verdict, lesson, route.
 
@@ -102,8 +104,8 @@ function serverApi({ onUnauthorized }) {
   }
 
   const thread = (id) => `/threads/${encodeURIComponent(id)}`;
-  // The assistants of the LangGraph Server API: one per strategy.
-  const GRAPHS = { react: "waypoint", plan: "waypoint-plan", reflexion: "waypoint-reflexion", routed: "waypoint-routed" };
+  // The assistants of the LangGraph Server API, one per strategy: strategy → graph id.
+  const graphs = new Map();
   // Nodes whose streamed text is the answer (as in the terminal: app/cli/render.py ANSWER_NODES).
   const ANSWER_NODES = new Set(["agent", "finalize", "failure_handler", "synthesizer", "calculator", "small_talk"]);
   const runs = new Map(); // thread id → the id of its run in progress (for Stop)
@@ -132,32 +134,54 @@ function serverApi({ onUnauthorized }) {
       title: first ? String(first.content).slice(0, 80) : "",
       turns: (found.values && found.values.turn) || 0,
       strategy: found.values && found.values.strategy,
+      approvals: approvalsOf(found.interrupts || {}),
       messages,
     };
   }
 
-  async function streamRun(id, { message, strategy }, onEvent) {
-    const own = strategy || summary(await json("GET", thread(id))).strategy || "react";
-    const body = {
-      assistant_id: GRAPHS[own],
-      input: { messages: [{ role: "user", content: message }] },
-      stream_mode: ["custom", "messages-tuple"],
-      if_not_exists: "create",
-    };
+  // The risky calls a paused turn waits on (graphs/shared/approvals.py's interrupt value).
+  function approvalsOf(interrupts) {
+    return Object.values(interrupts)
+      .flat()
+      .filter((pending) => pending.value && pending.value.type === "approval")
+      .flatMap((pending) => pending.value.calls);
+  }
+
+  async function strategies() {
+    const found = await json("POST", "/assistants/search", { limit: 50 });
+    for (const assistant of found) graphs.set(assistant.metadata.strategy, assistant.graph_id);
+    return found.map((a) => ({ strategy: a.metadata.strategy, graph_id: a.graph_id, description: a.description }));
+  }
+
+  async function runOn(id, body, onEvent) {
     try {
-      await stream(`${thread(id)}/runs/stream`, body, runEvents(id, onEvent));
+      await stream(`${thread(id)}/runs/stream`, { stream_mode: ["custom", "messages-tuple"], ...body }, runEvents(id, onEvent));
     } finally {
       runs.delete(id);
     }
   }
 
+  async function streamRun(id, { message, strategy }, onEvent) {
+    const own = strategy || summary(await json("GET", thread(id))).strategy || "react";
+    const body = { assistant_id: graphs.get(own), input: { messages: [{ role: "user", content: message }] }, if_not_exists: "create" };
+    await runOn(id, body, onEvent);
+  }
+
+  // decisions: {call id: {action: "approve" | "edit" | "reject", args?, note?}}
+  async function resume(id, decisions, onEvent) {
+    const own = summary(await json("GET", thread(id))).strategy || "react";
+    await runOn(id, { assistant_id: graphs.get(own), command: { resume: decisions } }, onEvent);
+  }
+
   return {
-    graph: () => json("GET", "/graph"),
+    strategies,
+    graph: (strategy) => json("GET", `/graph?strategy=${encodeURIComponent(strategy || "react")}`),
     listThreads: async () => (await json("POST", "/threads/search", { limit: 200 })).map(summary),
     createThread: (id) => json("POST", "/threads", id ? { thread_id: id } : {}),
     getThread: async (id) => summary(await json("GET", thread(id))),
     history: (id) => json("GET", `${thread(id)}/timeline`),
     streamRun,
+    resume,
     cancel: (id) => {
       const run = runs.get(id);
       if (!run) throw new Error("no run of this page is in progress on this thread");
@@ -256,7 +280,8 @@ async function openThread(threadId) {
   state.thread = threadId;
   history.replaceState(null, "", `#${encodeURIComponent(threadId)}`);
   $("thread-title").textContent = `Thread ${threadId}`;
-  for (const id of ["message", "send", "undo", "fork-head"]) $(id).disabled = false;
+  for (const id of ["message", "send", "fork-head"]) $(id).disabled = false;
+  $("timeline").replaceChildren(); // never the previous thread's, even for a moment
   showPanel(null);
   await Promise.all([loadMessages(), loadTimeline(), loadThreads()]);
 }
@@ -296,6 +321,7 @@ function setBubbleText(node, text) {
 
 async function loadMessages() {
   const thread = await api.getThread(state.thread);
+  if (thread.thread_id !== state.thread) return;
   pane.replaceChildren();
   const cards = new Map();
   for (const message of thread.messages) {
@@ -307,7 +333,130 @@ async function loadMessages() {
     if (message.type !== "ai" || text.trim()) pane.append(bubble(message.type, text));
     for (const call of message.tool_calls || []) cards.set(call.id, pane.appendChild(toolCard(call)));
   }
+  settle(thread);
   followNewest();
+}
+
+// What the stored thread says once a run is over (or a thread is opened): a card whose call got no
+// result says why (waiting for an approval, or not run: a stop, a refusal) instead of "running…"
+// forever; a paused turn shows its approvals; Send and Undo are enabled only when they can work.
+function settle(thread) {
+  const results = new Map(thread.messages.filter((m) => m.type === "tool").map((m) => [m.tool_call_id, m]));
+  const waiting = new Set(thread.approvals.map((call) => call.id));
+  for (const card of pane.querySelectorAll('.tool-card[data-status="running"]')) {
+    const id = card.dataset.call;
+    if (results.has(id)) {
+      finishCard(card, results.get(id));
+      continue;
+    }
+    card.dataset.status = waiting.has(id) ? "waiting" : "not-run";
+    card.querySelector(".tool-outcome").textContent = waiting.has(id) ? "waiting for your approval" : "not run";
+  }
+  for (const box of pane.querySelectorAll(".approvals")) box.remove();
+  if (thread.approvals.length) pane.append(approvalBox(thread.approvals));
+  state.waiting = thread.approvals.length > 0;
+  $("send").disabled = state.busy || state.waiting;
+  $("message").placeholder = state.waiting ? "Answer the approval above first" : "Ask something — e.g. weather in Paris and Rome, which is warmer?";
+  // Undo rolls back one turn: the first turn has nothing before it to go back to.
+  $("undo").disabled = thread.turns < 2;
+  $("undo").title = thread.turns < 2 ? "nothing to undo: the thread has no earlier turn" : "roll back the last turn";
+  if (state.strategy !== (thread.strategy || "react")) loadGraph(thread.strategy || "react");
+}
+
+async function settleRun(turn) {
+  const thread = await api.getThread(state.thread);
+  if (thread.thread_id !== state.thread) return;
+  turn.showStoredAnswer(thread.messages);
+  settle(thread);
+}
+
+// --- approvals: each risky call of a paused turn, with Approve / Edit / Reject ----------------
+
+// One card per call: its arguments as fields (code as code), read-only until Edit. The turn goes
+// on once every call has an answer.
+function approvalBox(calls) {
+  const decisions = {};
+  const box = el("section", { class: "approvals", "aria-label": "Approvals" });
+  box.append(el("p", { class: "approvals-head" }, `The agent is waiting for your approval of ${count(calls.length, "call")}.`));
+  for (const call of calls) box.append(approvalCard(call, (decision) => decide(call.id, decision)));
+  function decide(id, decision) {
+    decisions[id] = decision;
+    if (Object.keys(decisions).length === calls.length) answerApprovals(decisions);
+  }
+  return box;
+}
+
+function approvalCard(call, decide) {
+  const fields = Object.entries(call.args || {}).map(([key, value]) => argumentField(key, value));
+  const card = el(
+    "div",
+    { class: "approval-card", "data-call": call.id },
+    el("h4", {}, el("span", { class: "tool-name" }, call.name), el("span", { class: "reason" }, ` ${call.reason || ""}`)),
+    el("div", { class: "fields" }, ...fields.map((f) => f.node)),
+  );
+  const buttons = el("div", { class: "approval-buttons" });
+  const button = (label, onclick, kind = "") => el("button", { type: "button", class: kind, onclick }, label);
+  const answered = (text) => {
+    buttons.replaceChildren(el("span", { class: "answered" }, text));
+    for (const field of fields) field.input.readOnly = true;
+  };
+  const approve = button("Approve", () => {
+    const edited = card.classList.contains("editing");
+    const args = Object.fromEntries(fields.map((f) => [f.key, f.value()]));
+    answered(edited ? "approved with your edits" : "approved");
+    decide(edited ? { action: "edit", args } : { action: "approve" });
+  }, "primary");
+  const edit = button("Edit", () => {
+    card.classList.add("editing");
+    for (const field of fields) field.input.readOnly = false;
+    fields[0]?.input.focus();
+    edit.remove();
+  });
+  const reject = button("Reject", () => {
+    answered("rejected");
+    decide({ action: "reject", note: "the user rejected it on the page" });
+  });
+  buttons.append(approve, edit, reject);
+  card.append(buttons);
+  return card;
+}
+
+// An argument as a field of its own type: text with several lines (code, file content) in a
+// monospace box with line numbers; other text, numbers and flags as inputs; lists and objects as JSON.
+function argumentField(key, value) {
+  const multiline = typeof value === "string" && (value.includes("\n") || ["code", "content"].includes(key));
+  let input;
+  if (multiline) {
+    input = el("textarea", { class: "code", rows: String(Math.min(16, value.split("\n").length + 1)), spellcheck: "false" });
+    input.value = value;
+  } else if (typeof value === "boolean") {
+    input = el("input", { type: "checkbox" });
+    input.checked = value;
+  } else {
+    input = el("input", { type: typeof value === "number" ? "number" : "text" });
+    input.value = typeof value === "string" || typeof value === "number" ? String(value) : JSON.stringify(value);
+  }
+  input.readOnly = true;
+  input.setAttribute("aria-label", key);
+  const numbers = multiline ? el("pre", { class: "line-numbers", "aria-hidden": "true" }, value.split("\n").map((_, i) => i + 1).join("\n")) : "";
+  const node = el("label", { class: multiline ? "field code-field" : "field" }, el("span", { class: "key" }, key), el("div", { class: "field-input" }, numbers, input));
+  const read = () => {
+    if (typeof value === "boolean") return input.checked;
+    if (typeof value === "number") return Number(input.value);
+    if (typeof value === "string") return input.value;
+    try {
+      return JSON.parse(input.value);
+    } catch {
+      return input.value;
+    }
+  };
+  return { key, node, input, value: read };
+}
+
+async function answerApprovals(decisions) {
+  const verbs = Object.values(decisions).map((d) => d.action);
+  await runStream((onEvent) => api.resume(state.thread, decisions, onEvent));
+  setStatus(`answered: ${verbs.map((v) => ({ approve: "approved", edit: "approved as edited", reject: "rejected" })[v]).join(", ")}`);
 }
 
 function atBottom() {
@@ -508,6 +657,7 @@ class LiveTurn {
 
   show(type, data) {
     if (state.thread !== this.thread) return; // the reader opened another thread meanwhile
+    this.seen = true;
     if (type === "token") this.write(data.text);
     else if (type === "tool_call") this.cards.set(data.id, this.place(toolCard(data)));
     else if (type === "tool_result") finishCard(this.cards.get(data.id) || this.place(toolCard(data)), data);
@@ -531,54 +681,115 @@ class LiveTurn {
     this.settle();
     if (!this.answer.dataset.text) this.answer.remove();
   }
+
+  // The turn's stored answer, when the stream did not carry it (a node that does not stream
+  // tokens, a run joined late): shown once, never a second copy.
+  showStoredAnswer(messages) {
+    const last = messages[messages.length - 1];
+    const text = last && last.type === "ai" ? textOf(last.content).trim() : "";
+    if (!text || !this.seen || state.thread !== this.thread) return;
+    if (this.answers.some((node) => node.isConnected && node.dataset.text.trim() === text)) return;
+    this.box.append(bubble("ai", text));
+  }
 }
 
 function line(text, kind = "notice") {
   return el("div", { class: `msg ${kind}` }, text);
 }
 
+// Returns whether the run ended without an error (its last status line stays otherwise).
 async function runStream(start) {
   state.busy = true;
   $("send").disabled = true;
   $("stop").hidden = false;
   setStatus("running…");
   const turn = new LiveTurn(pane);
+  let ok = true;
   try {
     await start((type, data) => turn.show(type, data));
     setStatus("");
   } catch (error) {
+    ok = false;
     setStatus(error.message, "error");
   } finally {
     turn.end();
     state.busy = false;
-    $("send").disabled = false;
     $("stop").hidden = true;
-    await Promise.all([loadTimeline(), loadThreads()]);
+    await Promise.all([settleRun(turn), loadTimeline(), loadThreads()]);
   }
+  return ok;
 }
 
 // --- timeline: the branch tree, one action menu per entry ------------------------------------
 
 async function loadTimeline() {
-  const found = await api.history(state.thread);
+  const thread = state.thread;
+  let found;
+  try {
+    found = await api.history(thread);
+  } catch {
+    found = { tree: [], head: "" }; // a new thread: no turn yet
+  }
+  if (thread !== state.thread) return; // another thread was opened meanwhile
   const box = $("timeline");
-  box.replaceChildren(branchView(found.tree));
+  box.replaceChildren(found.tree.length ? branchView(found.tree) : el("p", { class: "empty" }, "no turns yet"));
   box.dataset.head = found.head;
+  const head = box.querySelector(".segment.head > .entry");
+  if (head) head.scrollIntoView({ block: "nearest" }); // a long thread opens at its head
 }
 
 function branchView(segments) {
   const list = el("ol", { class: "branch" });
-  for (const segment of segments) {
+  for (const segment of replaysMerged(segments)) {
     const item = el(
       "li",
       { class: segmentClass(segment), "data-last": segment.last },
       el("div", { class: "entry" }, segmentLabel(segment), entryMenu(segment)),
     );
-    for (const branch of segment.branches) item.append(el("div", { class: "fork-label" }, "branch"), branchView(branch));
+    for (const [branch, times] of foldedBranches(segment.branches)) {
+      const label = times > 1 ? `branch ×${times} (the same input; the newest shown)` : "branch";
+      item.append(el("div", { class: "fork-label" }, label), branchView(branch));
+    }
     list.append(item);
   }
   return list;
 }
+
+// A turn replayed again and again is one line: the newest replay, with how many there were; the
+// attempts it replaced hang under it as branches (folded below).
+function replaysMerged(segments) {
+  const merged = [];
+  for (const segment of segments) {
+    const before = merged[merged.length - 1];
+    if (before && segment.note === "replay" && before.turn === segment.turn && before.preview === segment.preview) {
+      merged[merged.length - 1] = {
+        ...segment,
+        runs: (before.runs || 1) + 1,
+        head: segment.head || before.head,
+        branches: [...before.branches, ...segment.branches],
+      };
+    } else merged.push(segment);
+  }
+  return merged;
+}
+
+// Branches left by replaying or rolling back the same turn again and again start with the same
+// input: one line for them, with how many there are, showing the one with the head, else the newest
+// (checkpoint ids grow with time).
+function foldedBranches(branches) {
+  const groups = new Map();
+  for (const branch of branches) {
+    const first = branch[0] || {};
+    const key = JSON.stringify([first.turn, first.preview]);
+    const group = groups.get(key) || { times: 0, shown: branch };
+    group.times += 1;
+    if (!holdsHead(group.shown) && (holdsHead(branch) || first.first > group.shown[0].first)) group.shown = branch;
+    groups.set(key, group);
+  }
+  return [...groups.values()].map((g) => [g.shown, g.times]);
+}
+
+const holdsHead = (branch) => branch.some((segment) => segment.head || segment.branches.some((b) => holdsHead(b)));
 
 function segmentClass(segment) {
   return ["segment", segment.head ? "head" : "", segment.on_branch ? "" : "off", segment.note ? "noted" : ""].join(" ").trim();
@@ -587,7 +798,7 @@ function segmentClass(segment) {
 function segmentLabel(segment) {
   const turn = segment.turn === null ? "start" : `turn ${segment.turn}`;
   const parts = [el("span", { class: "turn" }, turn), ` ${segment.preview.slice(0, 40)} `, el("code", {}, `…${segment.last.slice(-8)}`)];
-  if (segment.note) parts.push(el("span", { class: "note" }, segment.note));
+  if (segment.note) parts.push(el("span", { class: "note" }, segment.runs > 1 ? `${segment.note} ×${segment.runs - 1}` : segment.note));
   if (segment.head) parts.push(el("span", { class: "head-mark" }, "← head"));
   return el("div", { class: "label", title: `${segment.checkpoints} checkpoint(s) ${segment.first} … ${segment.last}` }, ...parts);
 }
@@ -596,7 +807,7 @@ function entryMenu(segment) {
   const items = [];
   if (!segment.head) items.push(["Roll back here", () => rollback({ checkpoint_id: segment.last })]);
   items.push(["Fork…", () => fork(segment.last)]);
-  if (segment.turn !== null) items.push(["Replay turn", () => replay(segment.first)]);
+  if (segment.turn !== null) items.push(["Replay turn", () => replay(segment.first, segment.turn)]);
   const menu = el("div", { class: "entry-menu", role: "menu", hidden: "" });
   for (const [label, action] of items) {
     menu.append(el("button", { type: "button", role: "menuitem", onclick: () => (closeMenus(), action()) }, label));
@@ -665,11 +876,12 @@ async function fork(checkpointId) {
   }
 }
 
-async function replay(checkpointId) {
+async function replay(checkpointId, turn) {
   const confirmSideEffects = confirm("Replay this turn? OK also re-runs tools with side effects (file writes).");
   followNewest();
-  await runStream((onEvent) => api.replay(state.thread, { checkpointId, confirm: confirmSideEffects }, onEvent));
-  await loadMessages();
+  const ok = await runStream((onEvent) => api.replay(state.thread, { checkpointId, confirm: confirmSideEffects }, onEvent));
+  await loadMessages(); // the new branch's record
+  if (ok) setStatus(`replayed turn ${turn} on a new branch; roll back to return to the previous head`);
 }
 
 $("undo").addEventListener("click", () => rollback({ turns: 1 }));
@@ -677,8 +889,11 @@ $("fork-head").addEventListener("click", () => fork(null));
 
 // --- graph: drawn in the side panel (graph.js), enlarged in a dialog on click ----------------
 
-async function loadGraph() {
-  const graph = await api.graph();
+async function loadGraph(strategy = "react") {
+  state.strategy = strategy;
+  const graph = await api.graph(strategy);
+  if (state.strategy !== strategy) return;
+  $("graph-title").textContent = `Graph: ${strategy}`;
   $("mermaid").textContent = graph.mermaid;
   const layout = graphLayout(graph);
   $("graph-svg").replaceChildren(drawGraph(layout, 1));
@@ -693,9 +908,17 @@ $("graph-dialog").addEventListener("click", (event) => {
 
 // --- start -----------------------------------------------------------------------------------
 
+// The strategy menu lists the server's assistants (one per strategy): no list of names here.
+async function loadStrategies() {
+  const menu = $("strategy");
+  for (const { strategy, description } of await api.strategies()) {
+    menu.append(el("option", { value: strategy, title: description }, strategy));
+  }
+}
+
 async function refresh() {
   try {
-    await Promise.all([loadThreads(), loadGraph()]);
+    await Promise.all([loadThreads(), loadGraph(), loadStrategies()]);
     const wanted = decodeURIComponent(location.hash.slice(1));
     if (wanted) await openThread(wanted);
   } catch (error) {
