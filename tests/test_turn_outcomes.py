@@ -89,3 +89,33 @@ def test_a_piped_message_keeps_its_trailing_newline_out_of_the_title(ending: byt
 
     [thread] = json.loads(listing.stdout.decode())
     assert thread["title"] == "what is 6 times 7"
+
+
+@pytest.mark.parametrize(
+    ("message", "outcome", "exit_code"),
+    [
+        ("what is 6 times 7", "answered", 0),
+        ("search for release checklist", "failed", 1),  # the corpus is empty: a polite failure
+        ("read missing.txt", "failed", 1),
+    ],
+)
+def test_the_api_history_and_exit_code_tell_one_outcome(message: str, outcome: str, exit_code: int):
+    from fastapi.testclient import TestClient
+
+    from app.config import load_settings
+    from app.server.api import create_app
+
+    cli = run_cli("chat", "-t", "cli", "-m", message)
+    assert cli.returncode == exit_code, cli.stderr.decode()
+    client = TestClient(create_app(load_settings()), base_url="http://localhost")
+    client.post("/threads", json={"thread_id": "api"}).raise_for_status()
+    body = {
+        "assistant_id": "waypoint",
+        "input": {"messages": [{"role": "user", "content": message}]},
+    }
+    values = client.post("/threads/api/runs/wait", json=body).json()
+    assert values["status"] == outcome
+    assert client.get("/threads/api/state").json()["values"]["status"] == outcome
+    for thread in ("cli", "api"):
+        [row] = json.loads(run_cli("history", "-t", thread, "--json").stdout)
+        assert row["status"] == outcome, thread

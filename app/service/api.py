@@ -10,8 +10,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from langchain_core.messages import HumanMessage
-
 from app.db import lock_thread
 from app.db.base import Database, ThreadInfo, ThreadRow
 from app.errors import ConflictError, ThreadNotFoundError, UsageError
@@ -202,6 +200,8 @@ def _calls_ahead(
     """The tool calls the turn made after `row` the first time (those a replay would meet again
     if the model decides the same): the open ones at `row`, then those of the newest checkpoint
     of the same turn that descends from it."""
+    from langchain_core.messages import HumanMessage
+
     from app.service.timetravel import state_at
     from graphs.shared.messages import dangling_tool_calls
 

@@ -108,6 +108,19 @@ class TurnRun:
         last = values["messages"][-1] if values.get("messages") else None
         answer = str(last.content) if isinstance(last, AIMessage) else ""
         status = "interrupted" if head.interrupts else turn_status(values)
+        if values.get("status") == "answered" and status == "failed":
+            self._record_outcome(status)
         result = TurnResult(self.thread.thread_id, self.turn, status, answer)
         self.sink.emit(TurnEnd(result.thread_id, result.turn, result.status, result.answer))
         return result
+
+    def _record_outcome(self, status: str) -> None:
+        """The graph ends a turn `answered` whenever the model answered; an answer that reports a
+        failed action is the turn failing (app/service/outcome.py). That outcome is written into
+        the state, so the thread's values, the API's run and thread status, `history` and the
+        exit code all say the same."""
+        self.thread.graph.update_state(
+            thread_config(self.thread.thread_id, metadata={**self.metadata, "settled": status}),
+            {"status": status},
+            as_node="finalize",
+        )
