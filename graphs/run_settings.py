@@ -15,9 +15,9 @@ ApprovalPolicy = Literal["ask", "auto", "never"]
 
 
 class RunSettings(BaseModel):
-    """The settings of a run. A default of None means "the front end decides" (approval: ask on a
-    terminal or a server, never when piped; user: the OS user; model: offline unless an endpoint is
-    configured)."""
+    """The settings of a run. For `model`, `user` and `approval` None means "the front end
+    decides" (offline unless an endpoint is configured; the OS user; ask on a terminal or a server,
+    never when piped); for a budget it means none."""
 
     # --- what a run's context may choose (RunSpec) --------------------------------------------
     model: str | None = Field(

@@ -70,6 +70,13 @@ def test_the_context_the_settings_and_the_live_context_are_made_from_one_definit
     assert per_run <= set(RunSettings.model_fields) <= set(Settings.model_fields)
     for name in per_run:  # a left-out field is None: the environment's value stands
         assert getattr(RunSpec(), name) is None
+        defined = RunSettings.model_fields[name]
+        field = RunSpec.__pydantic_fields__[name]
+        assert field.annotation == defined.annotation | None, name
+        assert (field.metadata, field.description.split(";")[0]) == (
+            defined.metadata,
+            defined.description.split(";")[0],
+        )
     context = {f.name: f.default for f in dataclasses.fields(AgentContext) if f.name in LIMITS}
     # a live context made without settings (the graph tests') has no message budget
     assert context.pop("context_tokens") is None
