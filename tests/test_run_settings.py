@@ -190,6 +190,29 @@ def test_the_cli_takes_the_environment_and_its_flags_win(environment: None):
     assert (status, "42" in text) == ("answered", True)
 
 
+def remembered(user: str) -> list[str]:
+    listed = run_cli("memory", "list", "--user", user, "--json")
+    return [item["text"] for item in json.loads(listed.stdout)]
+
+
+def test_the_cli_takes_the_memory_user_and_the_trials_from_the_environment_unless_flagged(
+    environment: None, monkeypatch: pytest.MonkeyPatch
+):
+    for name in ("APP_MAX_ITERATIONS", "APP_MAX_RETRIES"):  # room for a tool call and its answer
+        monkeypatch.delenv(name)
+    run_cli("chat", "-t", "a", "-m", "remember that my favourite colour is green")
+    run_cli("chat", "-t", "b", "--user", "bob", "-m", "remember that my favourite food is soup")
+    assert (remembered("alice"), remembered("bob")) == (
+        ["my favourite colour is green"],
+        ["my favourite food is soup"],
+    )
+
+    reflexion = ("chat", "--strategy", "reflexion", "-m", "read gone.txt")
+    from_environment = run_cli(*reflexion, "-t", "rx").stderr.decode()
+    assert "attempt 2/2" in from_environment and "attempt 3" not in from_environment
+    assert "attempt 3/3" in run_cli(*reflexion, "-t", "rx3", "--max-trials", "3").stderr.decode()
+
+
 def test_a_flag_outside_its_bounds_is_a_usage_error_naming_it():
     zero = run_cli("chat", "-t", "b", "--max-seconds", "0", "-m", "hi")
     assert zero.returncode == 2
