@@ -112,7 +112,7 @@ def chat(
         run_spec(
             model=model,
             user=user,
-            approval=chosen(approve),
+            approval=approve,
             max_iterations=max_iterations,
             max_retries=max_retries,
             max_seconds=max_seconds,

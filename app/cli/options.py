@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, get_args
+from typing import Annotated, Any
 
 import annotated_types
 import typer
@@ -31,10 +31,6 @@ def examples(*lines: str) -> str:
 def chosen(choice: StrEnum | None) -> str | None:
     """A choice option's value as the settings take it (a plain string)."""
     return None if choice is None else choice.value
-
-
-# --approve's choices: graphs/run_settings.ApprovalPolicy's
-ApprovePolicy = StrEnum("ApprovePolicy", [(name, name) for name in get_args(ApprovalPolicy)])
 
 
 class Strategy(StrEnum):
@@ -119,7 +115,8 @@ def _bounds(constraints: list[Any]) -> dict[str, Any]:
 
 ModelOption = Annotated[str | None, run_option("model", metavar="offline|openai:NAME")]
 UserOption = Annotated[str | None, run_option("user", metavar="NAME")]
-ApproveOption = Annotated[ApprovePolicy | None, run_option("approval", "--approve", metavar=None)]
+# typer lists a Literal's values as the choices: <ask|auto|never>
+ApproveOption = Annotated[ApprovalPolicy | None, run_option("approval", "--approve", metavar=None)]
 MaxIterationsOption = Annotated[int | None, run_option("max_iterations")]
 MaxRetriesOption = Annotated[int | None, run_option("max_retries")]
 MaxSecondsOption = Annotated[float | None, run_option("max_seconds", metavar="SECONDS")]

@@ -12,7 +12,6 @@ from app.cli.options import (
     DbOption,
     ModelOption,
     WorkspaceOption,
-    chosen,
     command_group,
     examples,
 )
@@ -72,7 +71,7 @@ def serve(
         db=db,
         workspace=workspace,
         model=model,
-        approve=chosen(approve),
+        approval=approve,
         allowed_hosts=allowed_host or None,
     )
     try:
