@@ -1,4 +1,5 @@
-"""Settings, validated once at the edge: flags > APP_* environment > .env > defaults."""
+"""Settings, validated once at the edge: flags > APP_* environment > .env > defaults, and a
+run's own choices (graphs/spec.RunSpec) over them with `Settings.with_run`."""
 
 from __future__ import annotations
 
