@@ -1,4 +1,5 @@
-"""Settings, validated once at the edge: flags > APP_* environment > .env > defaults."""
+"""Settings, validated once at the edge: flags > APP_* environment > .env > defaults, and a
+run's own choices (graphs/spec.RunSpec) over them with `Settings.with_run`."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from app.db.location import DatabaseLocation, parse_location
 from app.errors import ConfigError
 from app.server.hosts import host_name
+from graphs.run_settings import ENV_PREFIX, RunSettings, env_name
+from graphs.spec import RunSpec
 
 DEFAULT_OPENAI_MODEL = "openai:gpt-4o-mini"
 ENV_FILE = ".env"
@@ -56,44 +59,42 @@ def data_home(start: Path | None = None) -> DataHome:
 StrategyName = Literal["react", "plan", "reflexion", "routed"]
 
 
-class Settings(BaseSettings):
+class Settings(RunSettings, BaseSettings):
+    """The environment's settings: every run setting (graphs/run_settings.py) and the
+    process's own (where the database is, the tools' back ends, the server's limits)."""
+
     model_config = SettingsConfigDict(
-        env_prefix="APP_", env_file=ENV_FILE, env_file_encoding="utf-8", extra="ignore"
+        env_prefix=ENV_PREFIX,
+        env_prefix_target="all",  # APP_APPROVE: the prefix goes on the approval's alias too
+        env_file=ENV_FILE,
+        env_file_encoding="utf-8",
+        extra="ignore",
     )
 
-    model: str | None = Field(None, description="offline | openai:<name>; default depends on keys")
     db: str = Field(
         default_factory=lambda: str(data_home().database),
         description="SQLite file or postgresql:// URL",
     )
     corpus_db: Path | None = Field(None, description="SQLite file of the local search corpus")
     workspace: Path = Field(default_factory=lambda: data_home().workspace)
-    max_iterations: int = Field(8, ge=1, le=100)
-    max_retries: int = Field(3, ge=0, le=20)
-    backoff_base: float = Field(0.5, ge=0)
-    backoff_cap: float = Field(8.0, ge=0)
-    max_tool_result_chars: int = Field(4000, ge=200)
     max_input_chars: int = Field(100_000, ge=100)
-    model_timeout: float = Field(60.0, gt=0)
-    max_output_tokens: int = Field(4096, ge=16, description="cap on each model reply")
-    max_retry_after: float = Field(60.0, ge=0)
-    context_tokens: int | None = Field(32_000, ge=500)
-    max_seconds: float | None = Field(None, gt=0)
-    max_tokens_per_turn: int | None = Field(None, ge=1)
     tool_protocol: Literal["native", "react"] = "native"
-    approve: Literal["ask", "auto", "never"] | None = None
-    user: str | None = Field(None, description="long-term memory namespace; default the OS user")
     mcp_config: Path | None = None
     search_backend: Literal["local", "ddgs", "tavily"] = "local"
     weather_backend: Literal["offline", "open-meteo"] = "offline"
     busy_timeout: float = Field(5.0, ge=0)
     strategy: StrategyName = "react"
-    max_trials: int = Field(3, ge=1, le=10)
     api_token: SecretStr | None = Field(None, description="bearer token the HTTP server requires")
     allowed_hosts: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="Host names the HTTP server answers besides loopback"
     )
     max_body_bytes: int = Field(1024 * 1024, ge=1024, description="largest HTTP request body")
+
+    def with_run(self, spec: RunSpec) -> Settings:
+        """These settings with what a run's context chose; what it left out keeps the
+        environment's value. The one way a RunSpec reaches a run (CLI, serve, langgraph.json)."""
+        chosen = spec.chosen()
+        return self.model_copy(update=chosen) if chosen else self
 
     @property
     def chosen_strategy(self) -> str | None:
@@ -187,7 +188,7 @@ def load_settings(**overrides: object) -> Settings:
         return Settings(**{k: v for k, v in overrides.items() if v is not None})
     except ValidationError as exc:
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'])} (APP_{str(e['loc'][0]).upper()}): "
+            f"{'.'.join(str(p) for p in e['loc'])} ({_env_name(str(e['loc'][0]))}): "
             f"{str(e['msg']).removeprefix('Value error, ')}"
             for e in exc.errors()
         )
@@ -201,6 +202,10 @@ def load_settings(**overrides: object) -> Settings:
         raise ConfigError(
             f"cannot read the settings file {Path(ENV_FILE).absolute()}: {exc.strerror}"
         ) from None
+
+
+def _env_name(name: str) -> str:
+    return env_name(name) if name in RunSettings.model_fields else f"{ENV_PREFIX}{name.upper()}"
 
 
 def check_clock_pin() -> None:

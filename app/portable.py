@@ -5,7 +5,8 @@ that turns a run's JSON context (graphs/spec.RunSpec) into its live model and to
 Such a server brings its own checkpointer and store, so the graphs are compiled without one. Its
 client sends plain data — `{"context": {"model": "offline", "approval": "ask"}}` — and every run
 with the same context shares one set of live objects in the process (graphs/shared/live.py). The
-settings a RunSpec leaves out come from the environment (APP_*, OPENAI_BASE_URL, …) as in the CLI.
+settings a RunSpec leaves out come from the environment (APP_*, OPENAI_BASE_URL, …) as in the CLI
+and serve (Settings.with_run).
 Tests register a scripted model under a name a RunSpec can then choose (`register_model`)."""
 
 from __future__ import annotations
@@ -38,23 +39,16 @@ def register_model(name: str, model: BaseChatModel) -> None:
 
 
 def resolve(spec: RunSpec) -> AgentContext:
-    """The live run context of `spec`: the model, the tools it names, the limits it sets."""
+    """The live run context of `spec`: the environment's settings with what `spec` chose."""
     from app.service.context import make_context
     from app.service.memory import memory_user
 
-    registered = _registered_models.get(spec.model)
-    settings = load_settings(
-        model=None if registered else spec.model,
-        max_iterations=spec.max_iterations,
-        max_retries=spec.max_retries,
-        max_seconds=spec.max_seconds,
-        max_tokens_per_turn=spec.max_tokens_per_turn,
-        max_trials=spec.max_trials,
-        user=spec.user,
-    )
+    settings = load_settings().with_run(spec)
     memory = _memory(settings)
     user = memory_user(settings)
-    context = make_context(settings, registered, approval=spec.approval, memory=memory, user=user)
+    registered = _registered_models.get(settings.model or "")
+    approval = settings.approval or "ask"  # a server's default: the run pauses with an interrupt
+    context = make_context(settings, registered, approval=approval, memory=memory, user=user)
     return only_tools(context, spec.tools)
 
 

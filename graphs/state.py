@@ -6,7 +6,7 @@ import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Literal, NotRequired, TypedDict
+from typing import Annotated, Literal, NotRequired
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AnyMessage, BaseMessage, RemoveMessage
@@ -15,8 +15,12 @@ from langgraph.channels import DeltaChannel
 from langgraph.graph import add_messages
 from langgraph.graph.message import REMOVE_ALL_MESSAGES as REMOVE_ALL
 
+# typing_extensions' TypedDict: pydantic (langgraph dev's schemas) refuses typing's before 3.12
+from typing_extensions import TypedDict
+
 from graphs import field_types
 from graphs.message_ids import MessageIds
+from graphs.run_settings import DEFAULTS, ApprovalPolicy
 from graphs.shared.window import ContextWindow
 
 ErrorKind = Literal["model_transient", "model_fatal", "tool", "context_overflow", "internal"]
@@ -95,24 +99,25 @@ class AgentContext:
     # Per-turn material for the model (relevant past experience): it joins the user's current
     # message, after the fixed prefix, never the system prompt (graphs/shared/messages.for_model).
     turn_notes: str = ""
-    max_iterations: int = 8
-    max_retries: int = 3
-    backoff_base: float = 0.5
-    backoff_cap: float = 8.0
-    max_tool_result_chars: int = 4000
-    max_retry_after: float = 60.0
+    # The limits, with their defaults from graphs/run_settings.py (app/service/context.py sets them)
+    max_iterations: int = DEFAULTS.max_iterations
+    max_retries: int = DEFAULTS.max_retries
+    backoff_base: float = DEFAULTS.backoff_base
+    backoff_cap: float = DEFAULTS.backoff_cap
+    max_tool_result_chars: int = DEFAULTS.max_tool_result_chars
+    max_retry_after: float = DEFAULTS.max_retry_after
     context_tokens: int | None = None
     # The model's context window (graphs/shared/window.py), shared by the runs of a process; with
     # `context_tokens_explicit` (APP_CONTEXT_TOKENS was set) they decide the messages' budget.
     window: ContextWindow | None = None
     context_tokens_explicit: bool = False
     keep_recent_turns: int = 1
-    max_seconds: float | None = None
-    max_tokens_per_turn: int | None = None
-    approval: Literal["ask", "auto", "never"] = "auto"
+    max_seconds: float | None = DEFAULTS.max_seconds
+    max_tokens_per_turn: int | None = DEFAULTS.max_tokens_per_turn
+    approval: ApprovalPolicy = "auto"
     # Tools whose every call needs approval (a replay of a strategy whose tools run in a subgraph).
     confirm_tools: frozenset[str] = frozenset()
-    max_trials: int = 3  # reflexion: attempts per turn
+    max_trials: int = DEFAULTS.max_trials
     sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
     clock: Callable[[], float] = field(default=time.time, repr=False)
 

@@ -155,3 +155,30 @@ def test_the_same_sdk_script_against_langgraph_dev(langgraph_dev: tuple[str, Pat
     seen = run_scenario(base, "dev")
     assert outcome_without_copy(seen) == expected_outcome("dev")
     assert (workspace / "notes.txt").read_text() == "hi"
+
+
+@needs_langgraph_cli
+def test_langgraph_dev_shows_every_graphs_input_output_and_context_schemas(
+    langgraph_dev: tuple[str, Path],
+):
+    """On Python 3.11 it can only with typing_extensions' TypedDict in the graphs' state."""
+    from langgraph_sdk import get_sync_client
+
+    client = get_sync_client(url=langgraph_dev[0])
+    shown = {}
+    for assistant in client.assistants.search(limit=20):
+        schemas = client.assistants.get_schemas(assistant["assistant_id"])
+        shown[assistant["graph_id"]] = [
+            "messages" in (schemas["input_schema"] or {}).get("properties", {}),
+            "status" in (schemas["output_schema"] or {}).get("properties", {}),
+            (schemas["context_schema"] or {}).get("properties", {}).get("max_iterations"),
+        ]
+    assert sorted(shown) == expected_outcome("dev")["graphs"]
+    max_iterations = {
+        "anyOf": [{"maximum": 100, "minimum": 1, "type": "integer"}, {"type": "null"}],
+        "default": 8,
+        "description": "model steps per turn; omitted: the server's APP_MAX_ITERATIONS "
+        "(8 unless set)",
+        "title": "Max Iterations",
+    }
+    assert all(seen == [True, True, max_iterations] for seen in shown.values()), shown

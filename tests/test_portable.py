@@ -46,7 +46,11 @@ def test_langgraph_json_names_one_graph_per_strategy_with_a_json_context_schema(
         path, _, attribute = target.partition(":")
         assert path == "app.portable" and attribute == GRAPHS[name]
         schema = getattr(portable, attribute).get_context_jsonschema()
-        assert schema["properties"]["approval"]["default"] == "ask"
+        fields = schema["properties"]
+        assert fields["max_iterations"]["default"] == 8  # the environment's, shown
+        assert "APP_MAX_ITERATIONS (8 unless set)" in fields["max_iterations"]["description"]
+        assert fields["approval"]["default"] is None  # left out: APP_APPROVE, else ask
+        assert "omitted: the server's APP_APPROVE" in fields["approval"]["description"]
         assert schema["additionalProperties"] is False
 
 

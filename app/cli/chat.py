@@ -8,14 +8,20 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from app.cli.io import Invocation, load_settings
+from app.cli.io import Invocation, load_settings, run_spec
 from app.cli.options import (
-    ApprovePolicy,
+    ApproveOption,
     DbOption,
+    MaxIterationsOption,
+    MaxRetriesOption,
+    MaxSecondsOption,
+    MaxTokensPerTurnOption,
+    MaxTrialsOption,
     ModelOption,
     StrategyOption,
     StreamStyle,
     ToolProtocolOption,
+    UserOption,
     WorkspaceOption,
     chosen,
     command_group,
@@ -62,42 +68,11 @@ def chat(
     jsonl: Annotated[
         bool, typer.Option("--jsonl", help="Print one JSON event per line on stdout.")
     ] = False,
-    max_seconds: Annotated[
-        float | None,
-        typer.Option(
-            "--max-seconds",
-            min=0.1,
-            metavar="SECONDS",
-            help="Time budget per turn, model requests and retry waits included "
-            "(env APP_MAX_SECONDS).",
-        ),
-    ] = None,
-    max_tokens_per_turn: Annotated[
-        int | None,
-        typer.Option(
-            "--max-tokens-per-turn",
-            min=1,
-            metavar="N",
-            help="Model-token budget per turn, where the endpoint reports usage.",
-        ),
-    ] = None,
+    max_seconds: MaxSecondsOption = None,
+    max_tokens_per_turn: MaxTokensPerTurnOption = None,
     tool_protocol: ToolProtocolOption = None,
-    approve: Annotated[
-        ApprovePolicy | None,
-        typer.Option(
-            "--approve",
-            help="Risky tool calls: ask, run (auto) or refuse (never); default: ask in the "
-            "REPL or on a terminal, never when piped (env APP_APPROVE).",
-        ),
-    ] = None,
-    user: Annotated[
-        str | None,
-        typer.Option(
-            "--user",
-            metavar="NAME",
-            help="Whose long-term memory to use (default: the OS user; env APP_USER).",
-        ),
-    ] = None,
+    approve: ApproveOption = None,
+    user: UserOption = None,
     mcp_config: Annotated[
         Path | None,
         typer.Option(
@@ -114,16 +89,9 @@ def chat(
         ),
     ] = StreamStyle.tokens,
     strategy: StrategyOption = None,
-    max_trials: Annotated[
-        int | None,
-        typer.Option(
-            "--max-trials",
-            min=1,
-            max=10,
-            metavar="N",
-            help="reflexion: attempts per turn (env APP_MAX_TRIALS).",
-        ),
-    ] = None,
+    max_trials: MaxTrialsOption = None,
+    max_iterations: MaxIterationsOption = None,
+    max_retries: MaxRetriesOption = None,
 ) -> None:
     """Talk to the agent: the REPL, or one message (-m, or stdin).
 
@@ -133,18 +101,24 @@ def chat(
 
     if thread is not None:  # `--thread ''` is an invalid id, not "make a new thread"
         validate_thread_id(thread)
-    settings = load_settings(
+    environment = load_settings(
         strategy=chosen(strategy),
-        max_trials=max_trials,
-        model=model,
         db=db,
         workspace=workspace,
-        max_seconds=max_seconds,
-        max_tokens_per_turn=max_tokens_per_turn,
         tool_protocol=chosen(tool_protocol),
-        approve=chosen(approve),
-        user=user,
         mcp_config=mcp_config,
+    )
+    settings = environment.with_run(
+        run_spec(
+            model=model,
+            user=user,
+            approval=approve,
+            max_iterations=max_iterations,
+            max_retries=max_retries,
+            max_seconds=max_seconds,
+            max_tokens_per_turn=max_tokens_per_turn,
+            max_trials=max_trials,
+        )
     )
     thread_id = new_thread_id() if thread is None else thread
     if message is None and not sys.stdin.isatty():
@@ -218,7 +192,7 @@ def _approval_for_one_shot(io: Invocation, settings: Settings, *, interactive: b
     """The explicit policy of a one-shot turn, and who answers when it is `ask` (a terminal)."""
     from app.cli.approval_ui import ask_approval
 
-    policy = settings.approve or ("ask" if interactive else "never")
+    policy = settings.approval or ("ask" if interactive else "never")
     if policy == "ask" and not interactive:
         policy = "never"
     if policy != "ask":

@@ -14,6 +14,7 @@ from rich.console import Console
 
 if TYPE_CHECKING:
     from app.config import Settings
+    from graphs.spec import RunSpec
 
 
 def _console(*, stderr: bool) -> Console:
@@ -47,3 +48,18 @@ def load_settings(**overrides: object) -> Settings:
     from app.config import load_settings as load
 
     return load(**overrides)
+
+
+def run_spec(**choices: Any) -> RunSpec:
+    """The run settings a command's flags chose (None: left out, so the environment's hold)."""
+    from pydantic import ValidationError
+
+    from app.errors import UsageError
+    from graphs.spec import RunSpec
+
+    try:
+        return RunSpec(**choices)
+    except ValidationError as exc:
+        problem = exc.errors()[0]
+        flag = "--" + str(problem["loc"][0]).replace("_", "-")
+        raise UsageError(f"invalid {flag}: {problem['msg']}") from None

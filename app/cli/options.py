@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
+import annotated_types
 import typer
 
 from app.cli.hints import PROGRAM
+from graphs.run_settings import ApprovalPolicy, definition, env_name
 
 
 def command_group(**options: object) -> typer.Typer:
@@ -29,12 +31,6 @@ def examples(*lines: str) -> str:
 def chosen(choice: StrEnum | None) -> str | None:
     """A choice option's value as the settings take it (a plain string)."""
     return None if choice is None else choice.value
-
-
-class ApprovePolicy(StrEnum):
-    ask = "ask"
-    auto = "auto"
-    never = "never"
 
 
 class Strategy(StrEnum):
@@ -69,14 +65,6 @@ ThreadOption = Annotated[
     str, typer.Option("--thread", "-t", metavar="ID", help="Thread id, e.g. demo.")
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
-ModelOption = Annotated[
-    str | None,
-    typer.Option(
-        "--model",
-        metavar="offline|openai:NAME",
-        help="The model, e.g. offline or openai:gpt-4o-mini (env APP_MODEL).",
-    ),
-]
 WorkspaceOption = Annotated[
     Path | None,
     typer.Option(
@@ -101,3 +89,36 @@ StrategyOption = Annotated[
         "for a new one).",
     ),
 ]
+
+
+def run_option(name: str, flag: str | None = None, metavar: str | None = "N") -> Any:
+    """The option of run setting `name` (graphs/run_settings.py): its help, its bounds and its
+    environment variable from the setting's one definition (metavar None: the choices)."""
+    setting = definition(name)
+    text = f"{setting.description[0].upper()}{setting.description[1:]} (env {env_name(name)})."
+    shown = {} if metavar is None else {"metavar": metavar}
+    flag = flag or f"--{name.replace('_', '-')}"
+    return typer.Option(flag, help=text, **shown, **_bounds(setting.metadata))
+
+
+def _bounds(constraints: list[Any]) -> dict[str, Any]:
+    """A setting's closed bounds as click's min/max, shown in --help (an open one, such as
+    max_seconds > 0, is checked with the others when the flags become a RunSpec)."""
+    bounds: dict[str, Any] = {}
+    for constraint in constraints:
+        if isinstance(constraint, annotated_types.Ge):
+            bounds["min"] = constraint.ge
+        elif isinstance(constraint, annotated_types.Le):
+            bounds["max"] = constraint.le
+    return bounds
+
+
+ModelOption = Annotated[str | None, run_option("model", metavar="offline|openai:NAME")]
+UserOption = Annotated[str | None, run_option("user", metavar="NAME")]
+# typer lists a Literal's values as the choices: <ask|auto|never>
+ApproveOption = Annotated[ApprovalPolicy | None, run_option("approval", "--approve", metavar=None)]
+MaxIterationsOption = Annotated[int | None, run_option("max_iterations")]
+MaxRetriesOption = Annotated[int | None, run_option("max_retries")]
+MaxSecondsOption = Annotated[float | None, run_option("max_seconds", metavar="SECONDS")]
+MaxTokensPerTurnOption = Annotated[int | None, run_option("max_tokens_per_turn")]
+MaxTrialsOption = Annotated[int | None, run_option("max_trials")]

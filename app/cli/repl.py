@@ -72,7 +72,7 @@ def run_repl(
     prompt = PromptSession(
         history=FileHistory(str(settings.chat_history_file)), key_bindings=_key_bindings()
     )
-    settings = settings.model_copy(update={"approve": settings.approve or "ask"})
+    settings = settings.model_copy(update={"approval": settings.approval or "ask"})
     with contextlib.ExitStack() as opened:
 
         def set_up() -> Repl:

@@ -8,11 +8,10 @@ import typer
 
 from app.cli.io import Invocation, load_settings
 from app.cli.options import (
-    ApprovePolicy,
+    ApproveOption,
     DbOption,
     ModelOption,
     WorkspaceOption,
-    chosen,
     command_group,
     examples,
 )
@@ -41,14 +40,7 @@ def serve(
     db: DbOption = None,
     workspace: WorkspaceOption = None,
     model: ModelOption = None,
-    approve: Annotated[
-        ApprovePolicy | None,
-        typer.Option(
-            "--approve",
-            help="Risky tool calls in server runs: ask (the run pauses with an interrupt the client "
-            "answers) | auto | never (default ask; env APP_APPROVE).",
-        ),
-    ] = None,
+    approve: ApproveOption = None,
     allowed_host: Annotated[
         list[str] | None,
         typer.Option(
@@ -79,7 +71,7 @@ def serve(
         db=db,
         workspace=workspace,
         model=model,
-        approve=chosen(approve),
+        approval=approve,
         allowed_hosts=allowed_host or None,
     )
     try:

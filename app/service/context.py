@@ -12,6 +12,7 @@ from langchain_core.tools import BaseTool
 from app.config import Settings
 from app.errors import UsageError
 from app.models import make_chat_model
+from graphs.run_settings import ApprovalPolicy, RunSettings
 from graphs.shared.window import ContextWindow
 from graphs.state import AgentContext
 from tools import default_tools
@@ -28,7 +29,7 @@ SYSTEM_PROMPT = (
 def make_context(
     settings: Settings,
     model: BaseChatModel | None = None,
-    approval: str | None = None,
+    approval: ApprovalPolicy | None = None,
     memory: MemoryStore | None = None,
     user: str = "default",
     extra_tools: Sequence[BaseTool] = (),
@@ -52,20 +53,25 @@ def make_context(
             *extra_tools,
         ],
         system_prompt=SYSTEM_PROMPT,
-        max_iterations=settings.max_iterations,
-        max_retries=settings.max_retries,
-        backoff_base=settings.backoff_base,
-        backoff_cap=settings.backoff_cap,
-        max_tool_result_chars=settings.max_tool_result_chars,
-        max_retry_after=settings.max_retry_after,
-        context_tokens=settings.context_tokens,
+        **limits(settings),
         window=model_window(settings),
         context_tokens_explicit="context_tokens" in settings.model_fields_set,
-        max_seconds=settings.max_seconds,
-        max_tokens_per_turn=settings.max_tokens_per_turn,
-        approval=approval or settings.approve or "auto",
-        max_trials=settings.max_trials,
+        approval=approval or settings.approval or "auto",
     )
+
+
+# The run settings the live context carries as they are (graphs/run_settings.py defines them); it
+# holds the chat model made from `model`, and the policy the front end settles `approval` into.
+LIMITS = tuple(
+    field.name
+    for field in dataclasses.fields(AgentContext)
+    if field.name in RunSettings.model_fields and field.name not in {"model", "approval"}
+)
+
+
+def limits(settings: Settings) -> dict[str, object]:
+    """The run's limits as the live context takes them."""
+    return settings.model_dump(include=set(LIMITS))
 
 
 def model_window(settings: Settings) -> ContextWindow | None:
@@ -77,7 +83,9 @@ def model_window(settings: Settings) -> ContextWindow | None:
         return None
     from app.models.window import endpoint_window
 
-    reply_tokens = getattr(settings, "max_tokens", None)  # the reply's room, when configured
+    # the reply's room: what APP_MAX_OUTPUT_TOKENS says, else the budget's own guess for the window
+    configured = "max_output_tokens" in settings.model_fields_set
+    reply_tokens = settings.max_output_tokens if configured else None
     return endpoint_window(base_url, name, os.environ.get("OPENAI_API_KEY"), reply_tokens)
 
 

@@ -15,6 +15,7 @@ from langchain_core.language_models import BaseChatModel
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from app.config import Settings
+from graphs.run_settings import ApprovalPolicy
 
 if TYPE_CHECKING:
     from app.db.base import Database
@@ -54,7 +55,10 @@ class Runtime:
 
 @contextlib.contextmanager
 def open_runtime(
-    settings: Settings, *, approval: str | None = None, model: BaseChatModel | None = None
+    settings: Settings,
+    *,
+    approval: ApprovalPolicy | None = None,
+    model: BaseChatModel | None = None,
 ) -> Iterator[Runtime]:
     """Open the database, the memory and the MCP servers of `settings`, and build the run context
     with `approval` as its policy (default: the settings'); all closed when the block ends."""

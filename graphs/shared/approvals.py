@@ -5,12 +5,13 @@ LangGraph's `interrupt()`, which persists the question in the checkpoint until i
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
 from langchain_core.messages import AIMessage, ToolCall, ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.types import interrupt
 
+from graphs.run_settings import ApprovalPolicy
 from graphs.shared.messages import new_message_id
 from graphs.shared.tool_calls import USER_MESSAGE
 
@@ -21,9 +22,6 @@ REFUSED = "waypoint_refused"
 
 def was_refused(message: ToolMessage) -> bool:
     return bool(message.additional_kwargs.get(REFUSED))
-
-
-ApprovalPolicy = Literal["ask", "auto", "never"]
 
 
 def risk_of(tool: BaseTool, args: dict) -> str | None:

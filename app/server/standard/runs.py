@@ -43,6 +43,7 @@ from app.service.events import (
 from app.service.replay import rerun_at_once
 from app.service.runtime import Runtime, open_runtime
 from app.service.session import ChatSession, TurnInterrupted
+from graphs.run_settings import ApprovalPolicy
 from graphs.spec import RunSpec
 from tools import side_effect_names
 
@@ -105,11 +106,6 @@ class RunRequest(BaseModel):
     @property
     def start_checkpoint(self) -> str | None:
         return self.checkpoint_id or (self.checkpoint or {}).get("checkpoint_id")
-
-    @property
-    def chosen(self) -> set[str]:
-        """The run-context fields the client set (the others are the server's)."""
-        return set(self.context or {})
 
     def spec(self) -> RunSpec:
         try:
@@ -240,7 +236,7 @@ def start_run(settings: Settings, runs: Runs, thread_id: str, request: RunReques
         raise UsageError('send "input", a "command" to resume, or a "checkpoint_id" to re-run from')
     if request.input is not None:
         user_text(request.input)  # a bad input is a 400 now, not an error event later
-    policy = _policy(settings, spec, request.chosen)
+    policy = _policy(settings, spec)
     _thread_must_exist(settings, thread_id, request.if_not_exists)
     strategy = request.multitask_strategy or "enqueue"
     active = runs.active(thread_id)
@@ -270,12 +266,11 @@ def start_run(settings: Settings, runs: Runs, thread_id: str, request: RunReques
     return run
 
 
-def _policy(settings: Settings, spec: RunSpec, chosen: set[str]) -> str:
+def _policy(settings: Settings, spec: RunSpec) -> ApprovalPolicy:
     """The run's approval policy: the context's, else the server's (APP_APPROVE), else ask (the
     run pauses with an interrupt). Auto-approving needs a server started with --approve auto."""
-    policy = spec.approval if "approval" in chosen else None
-    policy = policy or settings.approve or "ask"
-    if policy == "auto" and settings.approve != "auto":
+    policy = settings.with_run(spec).approval or "ask"
+    if policy == "auto" and settings.approval != "auto":
         raise ForbiddenError(
             "this server does not auto-approve risky tool calls; start it with --approve auto "
             "(or APP_APPROVE=auto), or use approval ask and answer the interrupts"
@@ -304,7 +299,7 @@ def _work(
     run: Run,
     request: RunRequest,
     spec: RunSpec,
-    policy: str,
+    policy: ApprovalPolicy,
     strategy: str,
 ) -> None:
     gate = runs.gate(run.thread_id)
@@ -314,7 +309,7 @@ def _work(
             if run.stop.is_set():
                 raise TurnInterrupted("the run was cancelled before it started")
             run.set_status("running")
-            with _runtime(settings, spec, policy, request.chosen) as runtime:
+            with _runtime(settings, spec, policy) as runtime:
                 session = runtime.session(run.thread_id, _strategy_of(request, strategy))
                 session.stop = run.stop
                 sink = StandardSink(run, request.stream_mode, request.stream_subgraphs)
@@ -360,23 +355,9 @@ def _strategy_of(request: RunRequest, strategy: str) -> str | None:
 
 
 @contextlib.contextmanager
-def _runtime(settings: Settings, spec: RunSpec, policy: str, chosen: set[str]) -> Iterator[Runtime]:
-    """The server's runtime with what the run's context chose (only the keys it sent)."""
-    overrides = {
-        name: getattr(spec, name)
-        for name in (
-            "model",
-            "max_iterations",
-            "max_retries",
-            "max_seconds",
-            "max_tokens_per_turn",
-            "max_trials",
-            "user",
-        )
-        if name in chosen
-    }
-    run_settings = settings.model_copy(update=overrides)
-    with open_runtime(run_settings, approval=policy) as runtime:
+def _runtime(settings: Settings, spec: RunSpec, policy: ApprovalPolicy) -> Iterator[Runtime]:
+    """The server's runtime with what the run's context chose (the rest is the server's)."""
+    with open_runtime(settings.with_run(spec), approval=policy) as runtime:
         if spec.tools is None:
             yield runtime
             return
