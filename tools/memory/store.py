@@ -1,6 +1,7 @@
 """MemoryStore: per-user facts and experiences in LangGraph's SqliteStore or PostgresStore, ranked
 by BM25 over this package's own index (`tools.memory.index`: the FTS5 table `memory_fts`, or
-`memory_terms` in PostgreSQL), kept in the same database.
+`memory_terms` in PostgreSQL), kept in the same database; or in another engine's store, ranked by
+the same BM25 over the items listed from it (`MemoryStore.listing`, `tools.memory.scan`).
 
 Invariant: an index row is written before its item and deleted after it, so every stored item is
 searchable; a row orphaned by a crash in between is harmless, since results are read from the store.
@@ -21,12 +22,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from langgraph.store.base import GetOp, Item, PutOp
+from langgraph.store.base import BaseStore, GetOp, Item, PutOp
 
 from tools.errors import ToolInputError, ToolLimitError
 from tools.memory.connection import connect
 from tools.memory.index import Fts5Index, IndexRow, MemoryIndex, PostgresTermIndex
 from tools.memory.item import Kind, MemoryItem, user_label
+from tools.memory.scan import ScanIndex, searchable_text
 from tools.memory.text import MAX_INDEX_CHARS, clean_text, fact_key, index_terms, query_terms
 
 if TYPE_CHECKING:
@@ -72,23 +74,35 @@ class MemoryStore:
                 raise ValueError(
                     "MemoryStore needs an autocommit connection (isolation_level=None)"
                 )
-            self.store: Any = sqlite_store_class()(connection)
-            _setup_store(self.store)
-            self.index: MemoryIndex = Fts5Index(connection, self.store.lock)
+            store: Any = sqlite_store_class()(connection)
+            _setup_store(store)
+            self._begin(store, Fts5Index(connection, store.lock))
+            self._create_index()
         else:  # a psycopg connection (autocommit, dict rows), as PostgresStore requires
             from langgraph.store.postgres import PostgresStore
 
-            self.store = PostgresStore(connection)
-            self.index = PostgresTermIndex(connection, self.store.lock)
+            store = PostgresStore(connection)
+            self._begin(store, PostgresTermIndex(connection, store.lock))
+            # the opener calls `migrate`, once per process and one process at a time
+
+    @classmethod
+    def listing(cls, store: BaseStore) -> MemoryStore:
+        """Long-term memory in another engine's store (LangGraph's server, Aegra): items are read
+        and written there as they are here, and a search ranks the user's items listed from it
+        (`tools.memory.scan`: no index beside a store Waypoint does not own)."""
+        memory = cls.__new__(cls)
+        memory._begin(store, ScanIndex(store))
+        return memory
+
+    def _begin(self, store: BaseStore, index: MemoryIndex) -> None:
+        self.store: Any = store
+        self.index = index
         # Serialises compound writes (check, index, put) within this process; across processes
         # identical facts map to identical keys and rowids, so racing writers converge.
         self._writing = threading.RLock()
         # By (kind, user label): how many items `prune` last counted (less what it deleted) and how
         # many this process wrote since.
         self._last_count: dict[tuple[str, str], tuple[int, int]] = {}
-        if isinstance(connection, sqlite3.Connection):
-            self._create_index()
-        # On PostgreSQL the opener calls `migrate`, once per process and one process at a time.
 
     def migrate(self) -> None:
         """Create or upgrade the store's tables and the ranking index (PostgreSQL)."""
@@ -198,17 +212,25 @@ class MemoryStore:
     ) -> dict[str, Any]:
         """Store (or replace) an item whose ``text`` is shown and whose ``search_text`` (default:
         the text) is what searches match; returns the value stored (`get` reads the item back)."""
-        label = user_label(user)
         value = {"text": text, "saved_at": time.time(), **fields}
         if search_text is not None:
             value["search_text"] = search_text[:MAX_INDEX_CHARS]
+        self.put_value(kind, user_label(user), key, value)
+        return value
+
+    def put_value(self, kind: str, label: str, key: str, value: dict[str, Any]) -> None:
+        """Store `value` as it is under (kind, label), indexed by its search text or text (an item
+        without text is stored unindexed)."""
         with self._writing:
-            self._index(kind, label, key, search_text if search_text is not None else text)
+            text = searchable_text(value)
+            if text is None:
+                self.index.delete([_rowid(kind, label, key)])
+            else:
+                self._index(kind, label, key, text)
             self.store.put((kind, label), key, value)
             if (kind, label) in self._last_count:
                 counted, written = self._last_count[kind, label]
                 self._last_count[kind, label] = (counted, written + 1)
-        return value
 
     def get(self, kind: Kind, user: str, key: str) -> MemoryItem | None:
         item = self.store.get((kind, user_label(user)), key)
@@ -227,21 +249,41 @@ class MemoryStore:
     ) -> list[MemoryItem]:
         """Items of ``user`` matching any (or all) of the query's terms, best first; with
         ``skip_prefix``, none whose key starts with it."""
-        label = user_label(user)
+        return [
+            replace(_to_memory_item(item), score=score)
+            for item, score in self.ranked(
+                kind,
+                user_label(user),
+                query,
+                limit,
+                require_all=require_all,
+                keep_stopwords_if_alone=keep_stopwords_if_alone,
+                skip_prefix=skip_prefix,
+            )
+        ]
+
+    def ranked(
+        self,
+        kind: str,
+        label: str,
+        query: str,
+        limit: int,
+        *,
+        require_all: bool = False,
+        keep_stopwords_if_alone: bool = True,
+        skip_prefix: str = "",
+    ) -> builtins.list[tuple[Item, float]]:
+        """`search` by user label: the stored items with their BM25 scores, best first."""
         terms = query_terms(query, keep_stopwords_if_alone=keep_stopwords_if_alone)
         if not terms or limit < 1:
             return []
         # a few spare for rows orphaned by a crash
         scores = dict(self.index.search(kind, label, terms, require_all, limit + 8, skip_prefix))
-        keys, hits = list(scores), []
+        keys, hits = builtins.list(scores), []
         while keys and len(hits) < limit:  # the spare rows' items are read only if one is missing
             wanted, keys = keys[: limit - len(hits)], keys[limit - len(hits) :]
             found = self.store.batch([GetOp((kind, label), key) for key in wanted])
-            hits += [
-                replace(_to_memory_item(item), score=scores[item.key])
-                for item in found
-                if item is not None
-            ]
+            hits += [(item, scores[item.key]) for item in found if item is not None]
         return hits
 
     def count(self, kind: Kind, user: str) -> int:
@@ -249,8 +291,11 @@ class MemoryStore:
 
     def delete(self, kind: Kind, user: str, keys: Iterable[str]) -> int:
         """Delete these items (missing keys are ignored); returns how many existed."""
-        label = user_label(user)
-        keys = list(dict.fromkeys(keys))
+        return self.delete_keys(kind, user_label(user), keys)
+
+    def delete_keys(self, kind: str, label: str, keys: Iterable[str]) -> int:
+        """`delete` by user label."""
+        keys = builtins.list(dict.fromkeys(keys))
         if not keys:
             return 0
         with self._writing:
@@ -288,8 +333,8 @@ class MemoryStore:
             offset = 0
             while page := self.store.search((kind,), limit=_PAGE, offset=offset):
                 for item in page:
-                    if len(item.namespace) == 2 and isinstance(item.value.get("text"), str):
-                        text = item.value.get("search_text") or item.value["text"]
+                    text = searchable_text(item.value)
+                    if len(item.namespace) == 2 and text is not None:
                         rows.append(_index_row(kind, item.namespace[1], item.key, text))
                 offset += len(page)
         return rows
