@@ -125,7 +125,9 @@ class ChatSession:
             head = repair_interrupted(self.graph, self.thread_id, sink, head)
             turn = head.values.get("turn", 0) + 1
             message = HumanMessage(content=text, id=new_message_id("human"))
-            context = with_experience(self.context, self.graph.store, self.user, self.thread_id, text)
+            context = with_experience(
+                self.context, self.graph.store, self.user, self.thread_id, text
+            )
             run = self._run(sink, turn, {"turn": turn, "preview": text[:PREVIEW_CHARS]}, context)
             if self.strategy_notice:
                 sink.emit(Notice(self.strategy_notice))

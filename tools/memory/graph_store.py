@@ -100,4 +100,3 @@ def memory_of(store: MemoryStore | BaseStore) -> MemoryStore:
     except TypeError:  # a store that cannot be weakly referenced: a fresh one each time
         memory = MemoryStore.listing(store)
     return memory
-
