@@ -155,3 +155,41 @@ def test_the_same_sdk_script_against_langgraph_dev(langgraph_dev: tuple[str, Pat
     seen = run_scenario(base, "dev")
     assert outcome_without_copy(seen) == expected_outcome("dev")
     assert (workspace / "notes.txt").read_text() == "hi"
+
+
+def remember_and_recall(base: str, user: str) -> dict:
+    """Remember a fact on one thread, find it through the store API, recall it on a new thread,
+    edit it through the store API and recall the edit (issue 29)."""
+    from langgraph_sdk import get_sync_client
+
+    from tests.sdk_scenario import answer, user as said
+
+    client = get_sync_client(url=base)
+    context = {"model": "offline", "user": user}
+
+    def turn(text: str) -> str:
+        thread = client.threads.create()["thread_id"]
+        return answer(client.runs.wait(thread, "waypoint", input=said(text), context=context))
+
+    seen: dict = {"told": turn("remember that my favourite colour is green")}
+    items = client.store.search_items(["memories", user])["items"]
+    seen["stored"] = [item["value"]["text"] for item in items]
+    seen["recalled"] = "green" in turn("do you remember my favourite colour?")
+    client.store.put_item(
+        ["memories", user], items[0]["key"], {"text": "my favourite colour is blue"}
+    )
+    seen["edited"] = "blue" in turn("do you remember my favourite colour?")
+    return seen
+
+
+@pytest.mark.parametrize(
+    "server", ["serve", pytest.param("langgraph_dev", marks=needs_langgraph_cli)]
+)
+def test_the_agents_memory_is_in_the_servers_store(server: str, request: pytest.FixtureRequest):
+    base, _ = request.getfixturevalue(server)
+    assert remember_and_recall(base, f"memory-{server.replace('_', '-')}") == {
+        "told": "Got it — your favourite colour is green.\nSaved to long-term memory.",
+        "stored": ["my favourite colour is green"],
+        "recalled": True,
+        "edited": True,
+    }
