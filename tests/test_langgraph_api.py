@@ -15,8 +15,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from langgraph_sdk import get_sync_client
 
-from tests.sdk_scenario import run_scenario
+from tests.sdk_scenario import answer, run_scenario, user
 from tests.server_process import running_server
 
 REPO = Path(__file__).resolve().parent.parent
@@ -157,26 +158,22 @@ def test_the_same_sdk_script_against_langgraph_dev(langgraph_dev: tuple[str, Pat
     assert (workspace / "notes.txt").read_text() == "hi"
 
 
-def remember_and_recall(base: str, user: str) -> dict:
+def remember_and_recall(base: str, who: str) -> dict:
     """Remember a fact on one thread, find it through the store API, recall it on a new thread,
     edit it through the store API and recall the edit (issue 29)."""
-    from langgraph_sdk import get_sync_client
-
-    from tests.sdk_scenario import answer, user as said
-
     client = get_sync_client(url=base)
-    context = {"model": "offline", "user": user}
+    context = {"model": "offline", "user": who}
 
     def turn(text: str) -> str:
         thread = client.threads.create()["thread_id"]
-        return answer(client.runs.wait(thread, "waypoint", input=said(text), context=context))
+        return answer(client.runs.wait(thread, "waypoint", input=user(text), context=context))
 
     seen: dict = {"told": turn("remember that my favourite colour is green")}
-    items = client.store.search_items(["memories", user])["items"]
+    items = client.store.search_items(["memories", who])["items"]
     seen["stored"] = [item["value"]["text"] for item in items]
     seen["recalled"] = "green" in turn("do you remember my favourite colour?")
     client.store.put_item(
-        ["memories", user], items[0]["key"], {"text": "my favourite colour is blue"}
+        ["memories", who], items[0]["key"], {"text": "my favourite colour is blue"}
     )
     seen["edited"] = "blue" in turn("do you remember my favourite colour?")
     return seen

@@ -4,6 +4,7 @@ the same terms and BM25 as Waypoint's own index (`tools.memory.index`)."""
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -15,6 +16,8 @@ from tools.memory.text import index_terms
 
 SCAN_PAGE = 1000
 SCAN_CAP = 10_000  # a user's items of one kind read at most (the limits keep far fewer)
+# Texts whose terms are kept: a user's facts and experiences (1000 + 220 at most) several times over.
+TERMS_CACHED = 8192
 
 
 def searchable_text(value: Mapping[str, Any]) -> str | None:
@@ -67,11 +70,17 @@ class ScanIndex:
         """(key, score) of the best `limit` items, by BM25 over all the user's items of the kind
         (statistics as the PostgreSQL index keeps them: over the kind and user, skipped keys too)."""
         documents = {
-            item.key: index_terms(text)
+            item.key: cached_terms(text)
             for item in listed_items(self.store, kind, label)
             if (text := searchable_text(item.value))
         }
         return rank(documents, terms, require_all, limit, skip_prefix)
+
+
+@functools.lru_cache(maxsize=TERMS_CACHED)
+def cached_terms(text: str) -> tuple[str, ...]:
+    """`index_terms` of a text, computed once: a search lists the same items again and again."""
+    return tuple(index_terms(text))
 
 
 def rank(
