@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 from langchain_core.messages import ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.base import BaseStore
@@ -18,6 +19,7 @@ from langgraph.store.memory import InMemoryStore
 import app.portable as portable
 import tools.memory.store as memory_module
 from app.config import load_settings
+from app.server.api import create_app
 from app.service.runtime import open_runtime
 from tests.conftest import run_cli
 from tools.errors import ToolError, ToolLimitError
@@ -31,10 +33,11 @@ FACTS = [
 ]
 
 
-@pytest.fixture(params=["in-memory", "postgres-store", "waypoint"])
+@pytest.fixture(params=["in-memory", "postgres-store", "waypoint", "waypoint-postgres"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BaseStore]:
     """A store as an engine hands it to a graph: LangGraph's InMemoryStore (`langgraph dev`), its
-    PostgresStore (LangGraph's server, Aegra), or Waypoint's own, as the CLI and serve compile with."""
+    PostgresStore (LangGraph's server, Aegra), or Waypoint's own on SQLite or PostgreSQL, as the
+    CLI and serve compile with."""
     if request.param == "in-memory":
         yield InMemoryStore()
     elif request.param == "postgres-store":
@@ -45,7 +48,8 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BaseStore]
             postgres.setup()
             yield postgres
     else:
-        with MemoryStore.open(tmp_path / "agent.sqlite") as memory:
+        where = request.getfixturevalue("pg_url") if request.param == "waypoint-postgres" else None
+        with MemoryStore.open(where or tmp_path / "agent.sqlite") as memory:
             yield graph_store(memory)
 
 
@@ -190,3 +194,16 @@ def test_the_cli_runs_its_graphs_on_its_own_memory_store(isolated: Path):
     assert "my favourite colour is green" in answer.stdout.decode()
     experiences = run_cli("memory", "list", "-u", "carol", "--experiences", "--json").stdout
     assert [row["thread_id"] for row in json.loads(experiences)] == ["c2", "c1"]
+
+
+def test_serves_store_api_ranks_a_users_memories_by_bm25(isolated: Path):
+    client = TestClient(create_app(load_settings()), base_url="http://localhost")
+    for number, fact in enumerate(FACTS):
+        item = {"namespace": ["memories", "alice"], "key": f"k{number}", "value": {"text": fact}}
+        assert client.put("/store/items", json=item).status_code == 204
+    search = {"namespace_prefix": ["memories", "alice"], "query": "favourite food", "limit": 2}
+    found = client.post("/store/items/search", json=search).json()["items"]
+    assert [item["key"] for item in found] == ["k1", "k0"]
+    assert found[0]["score"] > found[1]["score"] > 0
+    with open_runtime(load_settings()) as runtime:  # the same data the graphs and the CLI read
+        assert [item.key for item in runtime.memory.recall("alice", "sushi")] == ["k1", "k3"]
