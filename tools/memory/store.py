@@ -13,26 +13,21 @@ import builtins
 import contextlib
 import hashlib
 import sqlite3
-import sys
 import threading
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from langgraph.store.base import BaseStore, GetOp, Item, PutOp
 
 from tools.errors import ToolInputError, ToolLimitError
-from tools.memory.connection import connect
+from tools.memory.connection import connect, setup_sqlite_store, sqlite_store_class
 from tools.memory.index import Fts5Index, IndexRow, MemoryIndex, PostgresTermIndex
-from tools.memory.item import Kind, MemoryItem, user_label
+from tools.memory.item import Kind, MemoryItem, memory_item, user_label, utc_now
 from tools.memory.scan import ScanIndex, searchable_text
 from tools.memory.text import MAX_INDEX_CHARS, clean_text, fact_key, index_terms, query_terms
-
-if TYPE_CHECKING:
-    from langgraph.store.sqlite import SqliteStore
 
 POSTGRES_URL = ("postgresql://", "postgres://")
 
@@ -41,22 +36,6 @@ MAX_MEMORIES_PER_USER = 1000
 
 _LIST_CAP = 10_000
 _PAGE = 1000
-
-
-def sqlite_store_class() -> type[SqliteStore]:
-    """LangGraph's SqliteStore, imported without numpy: its module imports `sqlite_vec` for vector
-    search, which Waypoint's memory does not use, and `sqlite_vec` imports numpy only to offer a
-    numpy helper (~140 ms of every turn's start-up). numpy is hidden while it is imported, unless
-    something already loaded it."""
-    hide = "numpy" not in sys.modules
-    if hide:
-        sys.modules["numpy"] = None  # type: ignore[assignment]  (import numpy → ImportError)
-    try:
-        from langgraph.store.sqlite import SqliteStore
-    finally:
-        if hide:
-            del sys.modules["numpy"]
-    return SqliteStore
 
 
 def _rowid(kind: str, label: str, key: str) -> int:
@@ -75,7 +54,7 @@ class MemoryStore:
                     "MemoryStore needs an autocommit connection (isolation_level=None)"
                 )
             store: Any = sqlite_store_class()(connection)
-            _setup_store(store)
+            setup_sqlite_store(store)
             self._begin(store, Fts5Index(connection, store.lock))
             self._create_index()
         else:  # a psycopg connection (autocommit, dict rows), as PostgresStore requires
@@ -166,13 +145,13 @@ class MemoryStore:
             value = self.put("memories", user, key, fact)
             stored = self.get("memories", user, key)
         # None: deleted by another process in the meantime; what was saved is still the answer
-        return stored or _to_memory_item(
+        return stored or memory_item(
             Item(
                 value=value,
                 key=key,
                 namespace=("memories", user_label(user)),
-                created_at=_utc_now(),
-                updated_at=_utc_now(),
+                created_at=utc_now(),
+                updated_at=utc_now(),
             )
         )
 
@@ -234,7 +213,7 @@ class MemoryStore:
 
     def get(self, kind: Kind, user: str, key: str) -> MemoryItem | None:
         item = self.store.get((kind, user_label(user)), key)
-        return _to_memory_item(item) if item is not None else None
+        return memory_item(item) if item is not None else None
 
     def search(
         self,
@@ -250,7 +229,7 @@ class MemoryStore:
         """Items of ``user`` matching any (or all) of the query's terms, best first; with
         ``skip_prefix``, none whose key starts with it."""
         return [
-            replace(_to_memory_item(item), score=score)
+            replace(memory_item(item), score=score)
             for item, score in self.ranked(
                 kind,
                 user_label(user),
@@ -347,7 +326,7 @@ class MemoryStore:
         """Every item of ``user``, newest first."""
         namespace = (kind, user_label(user))
         items = [
-            _to_memory_item(item)
+            memory_item(item)
             for item in self.store.search(namespace, limit=_LIST_CAP)
             if item.namespace == namespace
         ]
@@ -356,41 +335,3 @@ class MemoryStore:
 
 def _index_row(kind: str, label: str, key: str, text: str) -> tuple[int, str, str, str, str]:
     return (_rowid(kind, label, key), " ".join(index_terms(text)), kind, label, key)
-
-
-def _to_memory_item(item: Item) -> MemoryItem:
-    value = dict(item.value)
-    text = value.pop("text", "")
-    saved_at = value.pop("saved_at", 0.0)
-    value.pop("search_text", None)
-    return MemoryItem(
-        key=item.key,
-        text=text if isinstance(text, str) else str(text),
-        created_at=_naive_utc(item.created_at),
-        updated_at=_naive_utc(item.updated_at),
-        saved_at=saved_at if isinstance(saved_at, int | float) else 0.0,
-        fields=value,
-    )
-
-
-def _naive_utc(moment: datetime) -> datetime:
-    """PostgresStore gives aware times, SqliteStore naive UTC ones: items carry naive UTC."""
-    return moment.astimezone(UTC).replace(tzinfo=None) if moment.tzinfo else moment
-
-
-def _utc_now() -> datetime:
-    return datetime.now(UTC).replace(tzinfo=None, microsecond=0)
-
-
-def _setup_store(store: SqliteStore, attempts: int = 5) -> None:
-    """Run the store's migrations. Two processes opening a new database at once can both try the
-    same migration; the loser sees a duplicate and simply re-reads the version and carries on."""
-    for attempt in range(attempts):
-        try:
-            store.setup()
-            return
-        except (sqlite3.IntegrityError, sqlite3.OperationalError) as exc:
-            raced = isinstance(exc, sqlite3.IntegrityError) or "duplicate column" in str(exc)
-            if not raced or attempt == attempts - 1:
-                raise
-            time.sleep(0.05 * (attempt + 1))
