@@ -5,6 +5,7 @@ whatever store a graph has (that one, or a server's) back into the memory operat
 from __future__ import annotations
 
 import asyncio
+import threading
 import weakref
 from collections.abc import Iterable
 
@@ -15,8 +16,9 @@ from tools.memory.store import MemoryStore
 
 KINDS: tuple[Kind, ...] = ("memories", "experiences")
 
+# A foreign store's MemoryStore, kept while the store lives (it holds the store by a weak proxy).
 _listing: weakref.WeakKeyDictionary[BaseStore, MemoryStore] = weakref.WeakKeyDictionary()
-_stores: weakref.WeakKeyDictionary[MemoryStore, IndexedStore] = weakref.WeakKeyDictionary()
+_making = threading.Lock()  # two tool calls at once get the same one
 
 
 def memory_namespace(namespace: tuple[str, ...]) -> bool:
@@ -75,28 +77,24 @@ def _scored(item: Item, score: float) -> SearchItem:
 
 
 def graph_store(memory: MemoryStore | BaseStore) -> BaseStore:
-    """The store to compile a graph with: a MemoryStore's IndexedStore (one per MemoryStore), or a
-    store that already is one."""
-    if isinstance(memory, BaseStore):
-        return memory
-    store = _stores.get(memory)
-    if store is None:
-        store = _stores[memory] = IndexedStore(memory)
-    return store
+    """The store to compile a graph with: a MemoryStore's IndexedStore, or a store that already is
+    one."""
+    return memory if isinstance(memory, BaseStore) else IndexedStore(memory)
 
 
 def memory_of(store: MemoryStore | BaseStore) -> MemoryStore:
     """The memory operations over the store a graph runs with: Waypoint's own MemoryStore behind an
     IndexedStore, else one over the foreign store (`MemoryStore.listing`), kept per store so that
-    prune's counts carry over from one call to the next."""
+    its compound writes are serialised in the process and prune's counts carry over."""
     if isinstance(store, MemoryStore):
         return store
     if isinstance(store, IndexedStore):
         return store.memory
-    try:
-        memory = _listing.get(store)
-        if memory is None:
-            memory = _listing[store] = MemoryStore.listing(store)
-    except TypeError:  # a store that cannot be weakly referenced: a fresh one each time
-        memory = MemoryStore.listing(store)
+    with _making:
+        try:
+            memory = _listing.get(store)
+            if memory is None:
+                memory = _listing[store] = MemoryStore.listing(weakref.proxy(store))
+        except TypeError:  # a store that cannot be weakly referenced: a fresh one each time
+            memory = MemoryStore.listing(store)
     return memory
