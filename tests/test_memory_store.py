@@ -207,3 +207,22 @@ def test_serves_store_api_ranks_a_users_memories_by_bm25(isolated: Path):
     assert found[0]["score"] > found[1]["score"] > 0
     with open_runtime(load_settings()) as runtime:  # the same data the graphs and the CLI read
         assert [item.key for item in runtime.memory.recall("alice", "sushi")] == ["k1", "k3"]
+
+
+def test_the_calls_on_one_foreign_store_share_its_write_state_until_it_is_gone():
+    """Every tool call asks `memory_of(runtime.store)`: their compound writes must be serialised by
+    one lock and prune's counts carry over, and nothing may keep the store alive."""
+    import gc
+    import weakref
+
+    from tools.memory.graph_store import _writes
+
+    gc.collect()
+    before = len(_writes)
+    store = InMemoryStore()
+    first, second = memory_of(store), memory_of(store)
+    assert first._writing is second._writing and first._last_count is second._last_count
+    gone = weakref.ref(store)
+    del store, first, second
+    gc.collect()
+    assert gone() is None and len(_writes) <= before

@@ -12,13 +12,13 @@ from collections.abc import Iterable
 from langgraph.store.base import BaseStore, Item, Op, PutOp, Result, SearchItem, SearchOp
 
 from tools.memory.item import Kind
-from tools.memory.store import MemoryStore
+from tools.memory.store import MemoryStore, Writes
 
 KINDS: tuple[Kind, ...] = ("memories", "experiences")
 
-# A foreign store's MemoryStore, kept while the store lives (it holds the store by a weak proxy).
-_listing: weakref.WeakKeyDictionary[BaseStore, MemoryStore] = weakref.WeakKeyDictionary()
-_making = threading.Lock()  # two tool calls at once get the same one
+# What this process knows of its writes to each foreign store, while the store lives.
+_writes: weakref.WeakKeyDictionary[BaseStore, Writes] = weakref.WeakKeyDictionary()
+_making = threading.Lock()  # two tool calls at once share the same
 
 
 def memory_namespace(namespace: tuple[str, ...]) -> bool:
@@ -84,17 +84,16 @@ def graph_store(memory: MemoryStore | BaseStore) -> BaseStore:
 
 def memory_of(store: MemoryStore | BaseStore) -> MemoryStore:
     """The memory operations over the store a graph runs with: Waypoint's own MemoryStore behind an
-    IndexedStore, else one over the foreign store (`MemoryStore.listing`), kept per store so that
-    its compound writes are serialised in the process and prune's counts carry over."""
+    IndexedStore, else one over the foreign store (`MemoryStore.listing`) that shares what the
+    process knows of its writes there: its compound writes are serialised, prune's counts carry
+    over."""
     if isinstance(store, MemoryStore):
         return store
     if isinstance(store, IndexedStore):
         return store.memory
     with _making:
         try:
-            memory = _listing.get(store)
-            if memory is None:
-                memory = _listing[store] = MemoryStore.listing(weakref.proxy(store))
-        except TypeError:  # a store that cannot be weakly referenced: a fresh one each time
-            memory = MemoryStore.listing(store)
-    return memory
+            writes = _writes.setdefault(store, Writes())
+        except TypeError:  # a store that cannot be weakly referenced: on its own each time
+            writes = Writes()
+    return MemoryStore.listing(store, writes)

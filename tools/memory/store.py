@@ -16,7 +16,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,18 @@ MAX_MEMORIES_PER_USER = 1000
 
 _LIST_CAP = 10_000
 _PAGE = 1000
+
+
+@dataclass
+class Writes:
+    """What a process knows of its own writes to one store."""
+
+    # Serialises compound writes (check, index, put) within this process; across processes
+    # identical facts map to identical keys and rowids, so racing writers converge.
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    # By (kind, user label): how many items `prune` last counted (less what it deleted) and how
+    # many this process wrote since.
+    counts: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
 
 
 def _rowid(kind: str, label: str, key: str) -> int:
@@ -65,23 +77,20 @@ class MemoryStore:
             # the opener calls `migrate`, once per process and one process at a time
 
     @classmethod
-    def listing(cls, store: BaseStore) -> MemoryStore:
+    def listing(cls, store: BaseStore, writes: Writes | None = None) -> MemoryStore:
         """Long-term memory in another engine's store (LangGraph's server, Aegra): items are read
         and written there as they are here, and a search ranks the user's items listed from it
-        (`tools.memory.scan`: no index beside a store Waypoint does not own)."""
+        (`tools.memory.scan`: no index beside a store Waypoint does not own). `writes`: what this
+        process's other MemoryStores over the same store know of their writes."""
         memory = cls.__new__(cls)
-        memory._begin(store, ScanIndex(store))
+        memory._begin(store, ScanIndex(store), writes)
         return memory
 
-    def _begin(self, store: BaseStore, index: MemoryIndex) -> None:
+    def _begin(self, store: BaseStore, index: MemoryIndex, writes: Writes | None = None) -> None:
         self.store: Any = store
         self.index = index
-        # Serialises compound writes (check, index, put) within this process; across processes
-        # identical facts map to identical keys and rowids, so racing writers converge.
-        self._writing = threading.RLock()
-        # By (kind, user label): how many items `prune` last counted (less what it deleted) and how
-        # many this process wrote since.
-        self._last_count: dict[tuple[str, str], tuple[int, int]] = {}
+        writes = writes or Writes()
+        self._writing, self._last_count = writes.lock, writes.counts
 
     def migrate(self) -> None:
         """Create or upgrade the store's tables and the ranking index (PostgreSQL)."""
