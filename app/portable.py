@@ -3,8 +3,9 @@ Studio, a LangGraph-API server with PostgreSQL): one compiled graph per strategy
 that turns a run's JSON context (graphs/spec.RunSpec) into its live model and tools.
 
 Such a server brings its own checkpointer and store, so the graphs are compiled without one; the
-memory tools keep long-term memory in that store, under ("memories", user). Its client sends plain data — `{"context": {"model": "offline", "approval": "ask"}}` — and every run
-with the same context shares one set of live objects in the process (graphs/shared/live.py). The
+memory tools keep long-term memory in that store, under ("memories", user). Its client sends plain
+data — `{"context": {"model": "offline", "approval": "ask"}}` — and every run with the same
+context shares one set of live objects in the process (graphs/shared/live.py). The
 settings a RunSpec leaves out come from the environment (APP_*, OPENAI_BASE_URL, …) as in the CLI.
 Tests register a scripted model under a name a RunSpec can then choose (`register_model`)."""
 

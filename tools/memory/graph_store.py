@@ -15,6 +15,7 @@ from tools.memory.item import Kind
 from tools.memory.store import MemoryStore, Writes
 
 KINDS: tuple[Kind, ...] = ("memories", "experiences")
+FILTERED_CAP = 10_000  # a filtered search ranks at most this many of the user's items
 
 # What this process knows of its writes to each foreign store, while the store lives.
 _writes: weakref.WeakKeyDictionary[BaseStore, Writes] = weakref.WeakKeyDictionary()
@@ -57,9 +58,12 @@ class IndexedStore(BaseStore):
     def _ranked(self, op: SearchOp) -> list[SearchItem]:
         kind, label = op.namespace_prefix
         wanted = op.limit + op.offset
-        hits = self.memory.ranked(kind, label, op.query or "", wanted if not op.filter else 10_000)
+        ranked = FILTERED_CAP if op.filter else wanted
+        hits = self.memory.ranked(kind, label, op.query or "", ranked)
         if op.filter:  # the underlying store applies the filter; the ranking keeps its order
-            listed = self.memory.store.search(op.namespace_prefix, filter=op.filter, limit=10_000)
+            listed = self.memory.store.search(
+                op.namespace_prefix, filter=op.filter, limit=FILTERED_CAP
+            )
             passing = {item.key for item in listed}
             hits = [(item, score) for item, score in hits if item.key in passing]
         return [_scored(item, score) for item, score in hits[op.offset : wanted]]
