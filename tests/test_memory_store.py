@@ -226,3 +226,32 @@ def test_the_calls_on_one_foreign_store_share_its_write_state_until_it_is_gone()
     del store, first, second
     gc.collect()
     assert gone() is None and len(_writes) <= before
+
+
+def test_an_async_servers_store_serves_the_tools_as_langgraphs_server_runs_them(pg_url: str):
+    """LangGraph's server and Aegra run graphs with `astream` on an AsyncPostgresStore: the sync
+    tools run in worker threads, and the store's sync calls go through the server's event loop."""
+    from langgraph.store.postgres.aio import AsyncPostgresStore
+
+    async def turn(store: BaseStore, thread: str, text: str) -> list:
+        graph = portable.react.copy({"store": store, "checkpointer": InMemorySaver()})
+        values = await graph.ainvoke(
+            {"messages": [{"role": "user", "content": text}]},
+            {"configurable": {"thread_id": thread}},
+            context={"model": "offline", "user": "alice"},
+        )
+        return tool_results(values["messages"])
+
+    async def scenario() -> tuple:
+        async with AsyncPostgresStore.from_conn_string(pg_url) as store:
+            await store.setup()
+            told = await turn(store, "one", "remember that my favourite colour is green")
+            stored = [item.value["text"] for item in await store.asearch(("memories", "alice"))]
+            recalled = await turn(store, "two", "do you remember my favourite colour?")
+            return told, stored, recalled[0][1].split(" (saved ")[0]
+
+    assert asyncio.run(scenario()) == (
+        [("remember", "remembered: my favourite colour is green")],
+        ["my favourite colour is green"],
+        "1. my favourite colour is green",
+    )
