@@ -2,34 +2,26 @@
 Studio, a LangGraph-API server with PostgreSQL): one compiled graph per strategy, and the factory
 that turns a run's JSON context (graphs/spec.RunSpec) into its live model and tools.
 
-Such a server brings its own checkpointer and store, so the graphs are compiled without one. Its
-client sends plain data — `{"context": {"model": "offline", "approval": "ask"}}` — and every run
-with the same context shares one set of live objects in the process (graphs/shared/live.py). The
-settings a RunSpec leaves out come from the environment (APP_*, OPENAI_BASE_URL, …) as in the CLI
-and serve (Settings.with_run).
+Such a server brings its own checkpointer and store, so the graphs are compiled without one; the
+memory tools keep long-term memory in that store, under ("memories", user). Its client sends plain
+data — `{"context": {"model": "offline", "approval": "ask"}}` — and every run with the same
+context shares one set of live objects in the process (graphs/shared/live.py). The settings a
+RunSpec leaves out come from the environment (APP_*, OPENAI_BASE_URL, …) as in the CLI and serve
+(Settings.with_run).
 Tests register a scripted model under a name a RunSpec can then choose (`register_model`)."""
 
 from __future__ import annotations
 
-import atexit
-import contextlib
-import threading
-
 from langchain_core.language_models import BaseChatModel
 
-from app.config import Settings, load_settings
+from app.config import load_settings
 from app.service.context import only_tools
 from graphs.shared.live import set_resolver
 from graphs.spec import RunSpec
 from graphs.state import AgentContext
 from graphs.strategies import get_strategy
-from tools.memory import MemoryStore
 
 _registered_models: dict[str, BaseChatModel] = {}
-_memories: dict[str, MemoryStore] = {}
-_open = contextlib.ExitStack()
-_lock = threading.Lock()
-atexit.register(_open.close)
 
 
 def register_model(name: str, model: BaseChatModel) -> None:
@@ -44,23 +36,11 @@ def resolve(spec: RunSpec) -> AgentContext:
     from app.service.memory import memory_user
 
     settings = load_settings().with_run(spec)
-    memory = _memory(settings)
     user = memory_user(settings)
     registered = _registered_models.get(settings.model or "")
     approval = settings.approval or "ask"  # a server's default: the run pauses with an interrupt
-    context = make_context(settings, registered, approval=approval, memory=memory, user=user)
+    context = make_context(settings, registered, approval=approval, memory=True, user=user)
     return only_tools(context, spec.tools)
-
-
-def _memory(settings: Settings) -> MemoryStore:
-    """The long-term memory of `settings`' database, opened once per process."""
-    from app.service.memory import open_memory
-
-    with _lock:
-        label = settings.database.label
-        if label not in _memories:
-            _memories[label] = _open.enter_context(open_memory(settings))
-        return _memories[label]
 
 
 set_resolver(resolve)

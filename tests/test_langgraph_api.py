@@ -15,8 +15,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from langgraph_sdk import get_sync_client
 
-from tests.sdk_scenario import run_scenario
+from tests.sdk_scenario import answer, run_scenario, user
 from tests.server_process import running_server
 
 REPO = Path(__file__).resolve().parent.parent
@@ -182,3 +183,37 @@ def test_langgraph_dev_shows_every_graphs_input_output_and_context_schemas(
         "title": "Max Iterations",
     }
     assert all(seen == [True, True, max_iterations] for seen in shown.values()), shown
+
+
+def remember_and_recall(base: str, who: str) -> dict:
+    """Remember a fact on one thread, find it through the store API, recall it on a new thread,
+    edit it through the store API and recall the edit (issue 29)."""
+    client = get_sync_client(url=base)
+    context = {"model": "offline", "user": who}
+
+    def turn(text: str) -> str:
+        thread = client.threads.create()["thread_id"]
+        return answer(client.runs.wait(thread, "waypoint", input=user(text), context=context))
+
+    seen: dict = {"told": turn("remember that my favourite colour is green")}
+    items = client.store.search_items(["memories", who])["items"]
+    seen["stored"] = [item["value"]["text"] for item in items]
+    seen["recalled"] = "green" in turn("do you remember my favourite colour?")
+    client.store.put_item(
+        ["memories", who], items[0]["key"], {"text": "my favourite colour is blue"}
+    )
+    seen["edited"] = "blue" in turn("do you remember my favourite colour?")
+    return seen
+
+
+@pytest.mark.parametrize(
+    "server", ["serve", pytest.param("langgraph_dev", marks=needs_langgraph_cli)]
+)
+def test_the_agents_memory_is_in_the_servers_store(server: str, request: pytest.FixtureRequest):
+    base, _ = request.getfixturevalue(server)
+    assert remember_and_recall(base, f"memory-{server.replace('_', '-')}") == {
+        "told": "Got it — your favourite colour is green.\nSaved to long-term memory.",
+        "stored": ["my favourite colour is green"],
+        "recalled": True,
+        "edited": True,
+    }

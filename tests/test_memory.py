@@ -41,7 +41,7 @@ from tests.conftest import REPO, run_cli
 from tests.db_helpers import execute
 from tests.fakes import ScriptedChatModel, ai_calls, call
 from tools.errors import ToolError, ToolInputError, ToolLimitError
-from tools.memory import MAX_FACT_CHARS, MemoryStore, make_memory_tools
+from tools.memory import MAX_FACT_CHARS, MemoryStore, graph_store, make_memory_tools
 from tools.memory.index import Fts5Index, owner
 from tools.memory.text import _runs, _script_runs, index_terms, query_terms
 
@@ -387,7 +387,7 @@ def test_memory_persists_across_processes_in_the_checkpoint_database(db_path: Pa
 
 
 def test_tools_remember_and_recall_via_invoke(memory: MemoryStore):
-    remember, recall = make_memory_tools(memory, "alice")
+    remember, recall = make_memory_tools("alice", memory)
     assert (remember.name, recall.name) == ("remember", "recall")
     assert remember.description == (
         "Save a fact to long-term memory so it is available in later conversations and threads."
@@ -410,13 +410,13 @@ def test_tools_remember_and_recall_via_invoke(memory: MemoryStore):
         recall.invoke({"query": "  "})
     with pytest.raises(ToolLimitError):
         remember.invoke({"fact": "x" * (MAX_FACT_CHARS + 1)})
-    _, other_recall = make_memory_tools(memory, "bob")
+    _, other_recall = make_memory_tools("bob", memory)
     assert other_recall.invoke({"query": "colour"}) == "nothing remembered about 'colour'"
 
 
 def test_a_database_busy_beyond_the_timeout_is_a_tool_error(db_path: Path):
     with MemoryStore.open(db_path, busy_timeout=0.1) as memory:
-        remember, _ = make_memory_tools(memory, "alice")
+        remember, _ = make_memory_tools("alice", memory)
         blocker = sqlite3.connect(db_path, isolation_level=None)
         blocker.execute("BEGIN IMMEDIATE")
         try:
@@ -433,7 +433,7 @@ def test_a_fact_remembered_in_one_thread_is_recalled_in_another(db_path: Path):
     settings = load_settings()
     base_prompt = "You are Waypoint."
     with open_checkpointer(db_path) as saver, open_memory(settings) as memory:
-        graph = build_graph(saver)
+        graph = build_graph(saver).copy({"store": graph_store(memory)})  # as the CLI runs it
 
         def run(thread: str, text: str, model: ScriptedChatModel) -> list:
             prompt = experience_prompt(
@@ -441,7 +441,7 @@ def test_a_fact_remembered_in_one_thread_is_recalled_in_another(db_path: Path):
             )
             context = AgentContext(
                 model=model,
-                tools=make_memory_tools(memory, "alice"),
+                tools=make_memory_tools("alice"),  # the graph's store
                 system_prompt="\n\n".join(p for p in (base_prompt, prompt) if p),
             )
             config = {
@@ -731,8 +731,8 @@ def test_cli_errors_through_the_real_entry_point():
 def test_bm25_survives_rows_added_between_its_count_and_its_frequencies():
     """On PostgreSQL the total and the term frequencies are separate statements: another process may
     add rows in between, so a frequency can exceed the total; the score must still be a number."""
-    from tools.memory.index import _bm25
+    from tools.memory.index import bm25
 
-    score = _bm25(["paris", "weather"], ["paris"], {"paris": 5}, total=2, average_length=2.0)
+    score = bm25(["paris", "weather"], ["paris"], {"paris": 5}, total=2, average_length=2.0)
     assert score > 0
-    assert score == _bm25(["paris", "weather"], ["paris"], {"paris": 2}, 2, 2.0)
+    assert score == bm25(["paris", "weather"], ["paris"], {"paris": 2}, 2, 2.0)

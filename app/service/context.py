@@ -16,7 +16,7 @@ from graphs.run_settings import ApprovalPolicy, RunSettings
 from graphs.shared.window import ContextWindow
 from graphs.state import AgentContext
 from tools import default_tools
-from tools.memory import MemoryStore, make_memory_tools
+from tools.memory import make_memory_tools
 from tools.search import make_backend
 
 SYSTEM_PROMPT = (
@@ -30,10 +30,12 @@ def make_context(
     settings: Settings,
     model: BaseChatModel | None = None,
     approval: ApprovalPolicy | None = None,
-    memory: MemoryStore | None = None,
+    memory: bool = False,
     user: str = "default",
     extra_tools: Sequence[BaseTool] = (),
 ) -> AgentContext:
+    """`memory`: offer the remember and recall tools (for `user`), which keep their facts in the
+    store the graph runs with."""
     model = model or make_chat_model(
         settings.model_spec,
         timeout=settings.model_timeout,
@@ -49,7 +51,7 @@ def make_context(
                 search=make_backend(settings.search_backend, settings.corpus_path),
                 weather_backend=settings.weather_backend,
             ),
-            *(make_memory_tools(memory, user) if memory is not None else []),
+            *(make_memory_tools(user) if memory else []),
             *extra_tools,
         ],
         system_prompt=SYSTEM_PROMPT,

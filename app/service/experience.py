@@ -1,10 +1,12 @@
 """Experience memory around a turn: the few most relevant past experiences go with the user's
-message (turn notes), and each finished turn is recorded, with its reflexion lessons."""
+message (turn notes), and each finished turn is recorded, with its reflexion lessons; both in the
+store the turn's graph runs with."""
 
 from __future__ import annotations
 
 import dataclasses
 
+from langgraph.store.base import BaseStore
 from langgraph.types import StateSnapshot
 
 from app.service.lessons import record_lessons
@@ -16,26 +18,29 @@ from app.service.memory import (
 )
 from app.service.run import TurnResult
 from graphs.state import AgentContext
-from tools.memory import MemoryStore
+from tools.memory import memory_of
 
 
 def with_experience(
-    context: AgentContext, memory: MemoryStore | None, user: str, thread_id: str, request: str
+    context: AgentContext, store: BaseStore | None, user: str, thread_id: str, request: str
 ) -> AgentContext:
     """The run context for a turn on `request`: the system prompt stays the same for every turn;
-    the experiences ride with the message."""
-    if memory is None:
+    the experiences (from `store`, the graph's) ride with the message."""
+    if store is None:
         return context
+    memory = memory_of(store)
     block = experience_prompt(relevant_experiences(memory, user, request, exclude_thread=thread_id))
     return dataclasses.replace(context, turn_notes=block) if block else context
 
 
 def remember_turn(
-    memory: MemoryStore | None, user: str, request: str, result: TurnResult, end: StateSnapshot
+    store: BaseStore | None, user: str, request: str, result: TurnResult, end: StateSnapshot
 ) -> None:
-    """Record the finished turn (and its lessons) as experience for later threads."""
-    if memory is None:
+    """Record the finished turn (and its lessons) in `store`, the graph's, as experience for later
+    threads."""
+    if store is None:
         return
+    memory = memory_of(store)
     values = end.values
     record_lessons(
         memory, user, result.thread_id, result.turn, request, values.get("lessons") or []

@@ -77,7 +77,7 @@ def open_runtime(
     ):
         user = memory_user(settings)
         context = make_context(
-            settings, model, approval=approval, memory=memory, user=user, extra_tools=extra_tools
+            settings, model, approval=approval, memory=True, user=user, extra_tools=extra_tools
         )
         yield Runtime(settings, database, memory, user, context)
 

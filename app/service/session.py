@@ -14,6 +14,7 @@ from collections.abc import Collection
 
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.store.base import BaseStore
 from langgraph.types import Command, StateSnapshot
 
 from app.config import Settings
@@ -33,7 +34,7 @@ from graphs.shared.messages import dangling_tool_calls, new_message_id
 from graphs.state import AgentContext
 from graphs.strategies import get_strategy, stored_strategy
 from tools.file_tools import sparing
-from tools.memory import MemoryStore
+from tools.memory import MemoryStore, graph_store
 
 __all__ = [
     "Approver",
@@ -69,16 +70,16 @@ class ChatSession:
         saver: BaseCheckpointSaver,
         thread_id: str,
         context: AgentContext,
-        memory: MemoryStore | None = None,
+        memory: MemoryStore | BaseStore | None = None,
         user: str = "default",
         strategy: str | None = None,
     ) -> None:
         """`strategy` (or a configured one): the graph to run; None continues the thread's own
-        (new threads: react)."""
+        (new threads: react). `memory`: the long-term memory the graph runs with as its store."""
         self.settings = settings
         self.thread_id = validate_thread_id(thread_id)
         self.context = context
-        self.memory, self.user = memory, user
+        self.user = user
         strategy = strategy or settings.chosen_strategy
         stored = stored_strategy(saver, self.thread_id)
         self.strategy = get_strategy(strategy or stored or settings.strategy)
@@ -87,7 +88,8 @@ class ChatSession:
             if strategy and stored and strategy != stored
             else ""
         )
-        self.graph = strategy_graph(self.strategy.name, saver)
+        store = graph_store(memory) if memory is not None else None
+        self.graph = strategy_graph(self.strategy.name, saver, store)
         self.head = HeadCache(self.graph, self.thread_id)
         # Set from another thread (the HTTP server's cancel route) to stop the running turn the
         # way Ctrl-C does, once the step in progress has finished.
@@ -123,7 +125,9 @@ class ChatSession:
             head = repair_interrupted(self.graph, self.thread_id, sink, head)
             turn = head.values.get("turn", 0) + 1
             message = HumanMessage(content=text, id=new_message_id("human"))
-            context = with_experience(self.context, self.memory, self.user, self.thread_id, text)
+            context = with_experience(
+                self.context, self.graph.store, self.user, self.thread_id, text
+            )
             run = self._run(sink, turn, {"turn": turn, "preview": text[:PREVIEW_CHARS]}, context)
             if self.strategy_notice:
                 sink.emit(Notice(self.strategy_notice))
@@ -133,7 +137,7 @@ class ChatSession:
             )  # its first node begins the turn (graphs/shared/turns.py)
             end = answer_approvals(run, approver, just_ran=True)
             result = run.finish(end)
-            remember_turn(self.memory, self.user, text, result, end)
+            remember_turn(self.graph.store, self.user, text, result, end)
             return result
 
     def _settle(

@@ -18,6 +18,7 @@ __all__ = ["unreadable"]  # with the services below
 if TYPE_CHECKING:  # the graph machinery is not needed to list threads (`threads list` stays fast)
     from langgraph.checkpoint.base import BaseCheckpointSaver
     from langgraph.graph.state import CompiledStateGraph
+    from langgraph.store.base import BaseStore
     from langgraph.types import StateSnapshot
 
 GREGORIAN_TO_UNIX_100NS = 0x01B21DD213814000
@@ -123,11 +124,14 @@ def thread_graph(checkpointer: BaseCheckpointSaver, thread_id: str) -> CompiledS
     return strategy_graph(stored_strategy(checkpointer, thread_id) or "react", checkpointer)
 
 
-def strategy_graph(strategy: str, checkpointer: BaseCheckpointSaver) -> CompiledStateGraph:
-    """The strategy's graph on `checkpointer`: compiled once per process (a few ms each time, in
-    every `chat -m` and server request), then copied onto the checkpointer, as LangGraph's own
-    `with_config` copies a compiled graph."""
-    return _compiled(strategy).copy({"checkpointer": checkpointer})
+def strategy_graph(
+    strategy: str, checkpointer: BaseCheckpointSaver, store: BaseStore | None = None
+) -> CompiledStateGraph:
+    """The strategy's graph on `checkpointer` and `store` (its nodes' `runtime.store`): compiled
+    once per process (a few ms each time, in every `chat -m` and server request), then copied onto
+    them, as `compile(checkpointer=, store=)` would set them and LangGraph's own `with_config`
+    copies a compiled graph."""
+    return _compiled(strategy).copy({"checkpointer": checkpointer, "store": store})
 
 
 @functools.cache

@@ -224,19 +224,21 @@ class PostgresTermIndex:
                 (kind, label, list(terms), skip_prefix, skip_prefix, skip_prefix),
             ).fetchall()
         scored = [
-            (row["key"], _bm25(row["terms"], terms, frequency, stats["n"], float(stats["avgdl"])))
+            (row["key"], bm25(row["terms"], terms, frequency, stats["n"], float(stats["avgdl"])))
             for row in candidates
         ]
         return sorted(scored, key=lambda hit: (-hit[1], hit[0]))[:limit]
 
 
-def _bm25(
+def bm25(
     document: Sequence[str],
     terms: Sequence[str],
     frequency: dict[str, int],
     total: int,
     average_length: float,
 ) -> float:
+    """The BM25 score of a document (its terms) for the query `terms`, given each term's document
+    frequency, the number of documents and their average length."""
     counts = Counter(document)
     length_norm = 1 - BM25_B + BM25_B * len(document) / (average_length or 1)
     score = 0.0

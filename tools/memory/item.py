@@ -1,13 +1,15 @@
-"""What long-term memory holds: a MemoryItem, the two kinds of item, and the store label of a
-user id."""
+"""What long-term memory holds: a MemoryItem (made from a store's Item), the two kinds of item,
+and the store label of a user id."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal
+
+from langgraph.store.base import Item
 
 Kind = Literal["memories", "experiences"]
 
@@ -52,3 +54,30 @@ def user_label(user: str) -> str:
     if not USER_ID.fullmatch(user or "") or user in {".", ".."}:
         raise ValueError(f"invalid memory user {str(user)[:80]!r}: use 1-64 of A-Z a-z 0-9 . _ -")
     return user.replace(".", "%2E")
+
+
+def memory_item(item: Item) -> MemoryItem:
+    """The MemoryItem of a stored item: its text, times in naive UTC, the rest of the value as
+    fields."""
+    value = dict(item.value)
+    text = value.pop("text", "")
+    saved_at = value.pop("saved_at", 0.0)
+    value.pop("search_text", None)
+    return MemoryItem(
+        key=item.key,
+        text=text if isinstance(text, str) else str(text),
+        created_at=naive_utc(item.created_at),
+        updated_at=naive_utc(item.updated_at),
+        saved_at=saved_at if isinstance(saved_at, int | float) else 0.0,
+        fields=value,
+    )
+
+
+def naive_utc(moment: datetime) -> datetime:
+    """PostgresStore gives aware times, SqliteStore naive UTC ones: items carry naive UTC."""
+    return moment.astimezone(UTC).replace(tzinfo=None) if moment.tzinfo else moment
+
+
+def utc_now() -> datetime:
+    """Now, in naive UTC to the second, as the stores keep their times."""
+    return datetime.now(UTC).replace(tzinfo=None, microsecond=0)

@@ -1,6 +1,7 @@
 """MemoryStore: per-user facts and experiences in LangGraph's SqliteStore or PostgresStore, ranked
 by BM25 over this package's own index (`tools.memory.index`: the FTS5 table `memory_fts`, or
-`memory_terms` in PostgreSQL), kept in the same database.
+`memory_terms` in PostgreSQL), kept in the same database; or in another engine's store, ranked by
+the same BM25 over the items listed from it (`MemoryStore.listing`, `tools.memory.scan`).
 
 Invariant: an index row is written before its item and deleted after it, so every stored item is
 searchable; a row orphaned by a crash in between is harmless, since results are read from the store.
@@ -12,25 +13,21 @@ import builtins
 import contextlib
 import hashlib
 import sqlite3
-import sys
 import threading
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import replace
-from datetime import UTC, datetime
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from langgraph.store.base import GetOp, Item, PutOp
+from langgraph.store.base import BaseStore, GetOp, Item, PutOp
 
 from tools.errors import ToolInputError, ToolLimitError
-from tools.memory.connection import connect
+from tools.memory.connection import connect, setup_sqlite_store, sqlite_store_class
 from tools.memory.index import Fts5Index, IndexRow, MemoryIndex, PostgresTermIndex
-from tools.memory.item import Kind, MemoryItem, user_label
+from tools.memory.item import Kind, MemoryItem, memory_item, user_label, utc_now
+from tools.memory.scan import ScanIndex, searchable_text
 from tools.memory.text import MAX_INDEX_CHARS, clean_text, fact_key, index_terms, query_terms
-
-if TYPE_CHECKING:
-    from langgraph.store.sqlite import SqliteStore
 
 POSTGRES_URL = ("postgresql://", "postgres://")
 
@@ -41,20 +38,16 @@ _LIST_CAP = 10_000
 _PAGE = 1000
 
 
-def sqlite_store_class() -> type[SqliteStore]:
-    """LangGraph's SqliteStore, imported without numpy: its module imports `sqlite_vec` for vector
-    search, which Waypoint's memory does not use, and `sqlite_vec` imports numpy only to offer a
-    numpy helper (~140 ms of every turn's start-up). numpy is hidden while it is imported, unless
-    something already loaded it."""
-    hide = "numpy" not in sys.modules
-    if hide:
-        sys.modules["numpy"] = None  # type: ignore[assignment]  (import numpy → ImportError)
-    try:
-        from langgraph.store.sqlite import SqliteStore
-    finally:
-        if hide:
-            del sys.modules["numpy"]
-    return SqliteStore
+@dataclass
+class Writes:
+    """What a process knows of its own writes to one store."""
+
+    # Serialises compound writes (check, index, put) within this process; across processes
+    # identical facts map to identical keys and rowids, so racing writers converge.
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    # By (kind, user label): how many items `prune` last counted (less what it deleted) and how
+    # many this process wrote since.
+    counts: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
 
 
 def _rowid(kind: str, label: str, key: str) -> int:
@@ -72,23 +65,32 @@ class MemoryStore:
                 raise ValueError(
                     "MemoryStore needs an autocommit connection (isolation_level=None)"
                 )
-            self.store: Any = sqlite_store_class()(connection)
-            _setup_store(self.store)
-            self.index: MemoryIndex = Fts5Index(connection, self.store.lock)
+            store: Any = sqlite_store_class()(connection)
+            setup_sqlite_store(store)
+            self._begin(store, Fts5Index(connection, store.lock))
+            self._create_index()
         else:  # a psycopg connection (autocommit, dict rows), as PostgresStore requires
             from langgraph.store.postgres import PostgresStore
 
-            self.store = PostgresStore(connection)
-            self.index = PostgresTermIndex(connection, self.store.lock)
-        # Serialises compound writes (check, index, put) within this process; across processes
-        # identical facts map to identical keys and rowids, so racing writers converge.
-        self._writing = threading.RLock()
-        # By (kind, user label): how many items `prune` last counted (less what it deleted) and how
-        # many this process wrote since.
-        self._last_count: dict[tuple[str, str], tuple[int, int]] = {}
-        if isinstance(connection, sqlite3.Connection):
-            self._create_index()
-        # On PostgreSQL the opener calls `migrate`, once per process and one process at a time.
+            store = PostgresStore(connection)
+            self._begin(store, PostgresTermIndex(connection, store.lock))
+            # the opener calls `migrate`, once per process and one process at a time
+
+    @classmethod
+    def listing(cls, store: BaseStore, writes: Writes | None = None) -> MemoryStore:
+        """Long-term memory in another engine's store (LangGraph's server, Aegra): items are read
+        and written there as they are here, and a search ranks the user's items listed from it
+        (`tools.memory.scan`: no index beside a store Waypoint does not own). `writes`: what this
+        process's other MemoryStores over the same store know of their writes."""
+        memory = cls.__new__(cls)
+        memory._begin(store, ScanIndex(store), writes)
+        return memory
+
+    def _begin(self, store: BaseStore, index: MemoryIndex, writes: Writes | None = None) -> None:
+        self.store: Any = store
+        self.index = index
+        writes = writes or Writes()
+        self._writing, self._last_count = writes.lock, writes.counts
 
     def migrate(self) -> None:
         """Create or upgrade the store's tables and the ranking index (PostgreSQL)."""
@@ -152,13 +154,13 @@ class MemoryStore:
             value = self.put("memories", user, key, fact)
             stored = self.get("memories", user, key)
         # None: deleted by another process in the meantime; what was saved is still the answer
-        return stored or _to_memory_item(
+        return stored or memory_item(
             Item(
                 value=value,
                 key=key,
                 namespace=("memories", user_label(user)),
-                created_at=_utc_now(),
-                updated_at=_utc_now(),
+                created_at=utc_now(),
+                updated_at=utc_now(),
             )
         )
 
@@ -198,21 +200,29 @@ class MemoryStore:
     ) -> dict[str, Any]:
         """Store (or replace) an item whose ``text`` is shown and whose ``search_text`` (default:
         the text) is what searches match; returns the value stored (`get` reads the item back)."""
-        label = user_label(user)
         value = {"text": text, "saved_at": time.time(), **fields}
         if search_text is not None:
             value["search_text"] = search_text[:MAX_INDEX_CHARS]
+        self.put_value(kind, user_label(user), key, value)
+        return value
+
+    def put_value(self, kind: str, label: str, key: str, value: dict[str, Any]) -> None:
+        """Store `value` as it is under (kind, label), indexed by its search text or text (an item
+        without text is stored unindexed)."""
         with self._writing:
-            self._index(kind, label, key, search_text if search_text is not None else text)
+            text = searchable_text(value)
+            if text is None:
+                self.index.delete([_rowid(kind, label, key)])
+            else:
+                self._index(kind, label, key, text)
             self.store.put((kind, label), key, value)
             if (kind, label) in self._last_count:
                 counted, written = self._last_count[kind, label]
                 self._last_count[kind, label] = (counted, written + 1)
-        return value
 
     def get(self, kind: Kind, user: str, key: str) -> MemoryItem | None:
         item = self.store.get((kind, user_label(user)), key)
-        return _to_memory_item(item) if item is not None else None
+        return memory_item(item) if item is not None else None
 
     def search(
         self,
@@ -227,21 +237,41 @@ class MemoryStore:
     ) -> list[MemoryItem]:
         """Items of ``user`` matching any (or all) of the query's terms, best first; with
         ``skip_prefix``, none whose key starts with it."""
-        label = user_label(user)
+        return [
+            replace(memory_item(item), score=score)
+            for item, score in self.ranked(
+                kind,
+                user_label(user),
+                query,
+                limit,
+                require_all=require_all,
+                keep_stopwords_if_alone=keep_stopwords_if_alone,
+                skip_prefix=skip_prefix,
+            )
+        ]
+
+    def ranked(
+        self,
+        kind: str,
+        label: str,
+        query: str,
+        limit: int,
+        *,
+        require_all: bool = False,
+        keep_stopwords_if_alone: bool = True,
+        skip_prefix: str = "",
+    ) -> builtins.list[tuple[Item, float]]:
+        """`search` by user label: the stored items with their BM25 scores, best first."""
         terms = query_terms(query, keep_stopwords_if_alone=keep_stopwords_if_alone)
         if not terms or limit < 1:
             return []
         # a few spare for rows orphaned by a crash
         scores = dict(self.index.search(kind, label, terms, require_all, limit + 8, skip_prefix))
-        keys, hits = list(scores), []
+        keys, hits = builtins.list(scores), []
         while keys and len(hits) < limit:  # the spare rows' items are read only if one is missing
             wanted, keys = keys[: limit - len(hits)], keys[limit - len(hits) :]
             found = self.store.batch([GetOp((kind, label), key) for key in wanted])
-            hits += [
-                replace(_to_memory_item(item), score=scores[item.key])
-                for item in found
-                if item is not None
-            ]
+            hits += [(item, scores[item.key]) for item in found if item is not None]
         return hits
 
     def count(self, kind: Kind, user: str) -> int:
@@ -249,8 +279,11 @@ class MemoryStore:
 
     def delete(self, kind: Kind, user: str, keys: Iterable[str]) -> int:
         """Delete these items (missing keys are ignored); returns how many existed."""
-        label = user_label(user)
-        keys = list(dict.fromkeys(keys))
+        return self.delete_keys(kind, user_label(user), keys)
+
+    def delete_keys(self, kind: str, label: str, keys: Iterable[str]) -> int:
+        """`delete` by user label."""
+        keys = builtins.list(dict.fromkeys(keys))
         if not keys:
             return 0
         with self._writing:
@@ -288,8 +321,8 @@ class MemoryStore:
             offset = 0
             while page := self.store.search((kind,), limit=_PAGE, offset=offset):
                 for item in page:
-                    if len(item.namespace) == 2 and isinstance(item.value.get("text"), str):
-                        text = item.value.get("search_text") or item.value["text"]
+                    text = searchable_text(item.value)
+                    if len(item.namespace) == 2 and text is not None:
                         rows.append(_index_row(kind, item.namespace[1], item.key, text))
                 offset += len(page)
         return rows
@@ -302,7 +335,7 @@ class MemoryStore:
         """Every item of ``user``, newest first."""
         namespace = (kind, user_label(user))
         items = [
-            _to_memory_item(item)
+            memory_item(item)
             for item in self.store.search(namespace, limit=_LIST_CAP)
             if item.namespace == namespace
         ]
@@ -311,41 +344,3 @@ class MemoryStore:
 
 def _index_row(kind: str, label: str, key: str, text: str) -> tuple[int, str, str, str, str]:
     return (_rowid(kind, label, key), " ".join(index_terms(text)), kind, label, key)
-
-
-def _to_memory_item(item: Item) -> MemoryItem:
-    value = dict(item.value)
-    text = value.pop("text", "")
-    saved_at = value.pop("saved_at", 0.0)
-    value.pop("search_text", None)
-    return MemoryItem(
-        key=item.key,
-        text=text if isinstance(text, str) else str(text),
-        created_at=_naive_utc(item.created_at),
-        updated_at=_naive_utc(item.updated_at),
-        saved_at=saved_at if isinstance(saved_at, int | float) else 0.0,
-        fields=value,
-    )
-
-
-def _naive_utc(moment: datetime) -> datetime:
-    """PostgresStore gives aware times, SqliteStore naive UTC ones: items carry naive UTC."""
-    return moment.astimezone(UTC).replace(tzinfo=None) if moment.tzinfo else moment
-
-
-def _utc_now() -> datetime:
-    return datetime.now(UTC).replace(tzinfo=None, microsecond=0)
-
-
-def _setup_store(store: SqliteStore, attempts: int = 5) -> None:
-    """Run the store's migrations. Two processes opening a new database at once can both try the
-    same migration; the loser sees a duplicate and simply re-reads the version and carries on."""
-    for attempt in range(attempts):
-        try:
-            store.setup()
-            return
-        except (sqlite3.IntegrityError, sqlite3.OperationalError) as exc:
-            raced = isinstance(exc, sqlite3.IntegrityError) or "duplicate column" in str(exc)
-            if not raced or attempt == attempts - 1:
-                raise
-            time.sleep(0.05 * (attempt + 1))

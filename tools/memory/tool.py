@@ -1,5 +1,6 @@
 """The remember and recall tools: their argument models, the recall list the model reads, and a
-busy database turned into a ToolError."""
+busy database turned into a ToolError. They keep memory in the store the graph runs with
+(`langgraph.config.get_store()`: the one Waypoint compiles its graphs with, or a server's)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 
 from langchain_core.tools import BaseTool, StructuredTool
+from langgraph.store.base import BaseStore
 from pydantic import BaseModel, Field
 
 from tools.errors import ToolError, ToolInputError
+from tools.memory.graph_store import memory_of
 from tools.memory.item import MemoryItem, user_label
 from tools.memory.store import MAX_FACT_CHARS, MemoryStore
 from tools.memory.text import clean_text
@@ -55,14 +58,34 @@ def format_recall(query: str, items: Sequence[MemoryItem]) -> str:
     )
 
 
-def make_memory_tools(store: MemoryStore, user: str) -> list[BaseTool]:
-    """Build the remember and recall tools, bound to ``user``'s long-term memory in ``store``."""
+def run_store() -> BaseStore:
+    """The store of the graph run this tool call belongs to."""
+    from langgraph.config import get_store
+
+    try:
+        store = get_store()
+    except (RuntimeError, KeyError):  # called outside a graph run
+        store = None
+    if store is None:
+        raise ToolError(
+            "long-term memory is not available in this run (its graph has no store); "
+            "carry on without it"
+        )
+    return store
+
+
+def make_memory_tools(user: str, store: MemoryStore | BaseStore | None = None) -> list[BaseTool]:
+    """Build the remember and recall tools, bound to ``user``'s long-term memory in the store of
+    the graph run that calls them (``store``: this one instead, for calls outside a graph)."""
     user_label(user)
+
+    def memory() -> MemoryStore:
+        return memory_of(store if store is not None else run_store())
 
     def remember(fact: str) -> str:
         """Save a fact to long-term memory so it is available in later conversations and threads."""
         with memory_errors_as_tool_errors():
-            item = store.remember(user, fact)
+            item = memory().remember(user, fact)
         return f"{'already remembered' if item.existing else 'remembered'}: {item.text}"
 
     def recall(query: str, limit: int = 5) -> str:
@@ -72,7 +95,7 @@ def make_memory_tools(store: MemoryStore, user: str) -> list[BaseTool]:
                 "the query is empty; give words to look for, e.g. 'favourite colour'"
             )
         with memory_errors_as_tool_errors():
-            items = store.recall(user, query, limit)
+            items = memory().recall(user, query, limit)
         return format_recall(query, items)
 
     return [

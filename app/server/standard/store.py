@@ -1,22 +1,23 @@
-"""The store API over long-term memory: items by namespace and key. Waypoint's own namespaces
-(`memories` and `experiences`, then the user) go through the memory store, which keeps its search
-index in step; their items need a text (`{"text": "…"}`). Any other namespace is a plain item."""
+"""The store API over the store Waypoint's graphs run with (tools.memory.IndexedStore): items by
+namespace and key. In Waypoint's own namespaces (`memories` and `experiences`, then the user) the
+store keeps its search index in step and ranks a search with a `query` by BM25; their items need a
+text (`{"text": "…"}`). Any other namespace is a plain item."""
 
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Query, Request, Response
-from langgraph.store.base import Item
+from langgraph.store.base import BaseStore, Item
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.errors import UsageError
 from app.service.memory import open_memory
-from tools.memory import MemoryStore
-
-OWN = ("memories", "experiences")
+from tools.memory import graph_store
+from tools.memory.graph_store import memory_namespace
 
 
 class ItemPut(BaseModel):
@@ -55,13 +56,15 @@ class NamespaceList(BaseModel):
 
 
 def item_json(item: Item) -> dict:
-    return {
+    found = {
         "namespace": list(item.namespace),
         "key": item.key,
         "value": item.value,
         "created_at": item.created_at.isoformat(),
         "updated_at": item.updated_at.isoformat(),
     }
+    score = getattr(item, "score", None)
+    return found if score is None else found | {"score": round(score, 6)}
 
 
 def routes() -> APIRouter:
@@ -69,16 +72,15 @@ def routes() -> APIRouter:
 
     @api.put("/store/items", status_code=204)
     def put_item(request: Request, body: ItemPut) -> Response:
-        with _memory(request) as memory:
-            namespace = tuple(body.namespace)
-            if _own(namespace):
-                text = body.value.get("text")
-                if not isinstance(text, str) or not text.strip():
-                    raise UsageError(f'items of {namespace[0]} need a "text" value')
-                fields = {k: v for k, v in body.value.items() if k not in ("text", "saved_at")}
-                memory.put(namespace[0], namespace[1], body.key, text, **fields)
-            else:
-                memory.store.put(namespace, body.key, body.value)
+        namespace = tuple(body.namespace)
+        value = body.value
+        if memory_namespace(namespace):
+            text = value.get("text")
+            if not isinstance(text, str) or not text.strip():
+                raise UsageError(f'items of {namespace[0]} need a "text" value')
+            value = value | {"saved_at": time.time()}  # orders the user's items, newest first
+        with _store(request) as store:
+            store.put(namespace, body.key, value)
         return Response(status_code=204)
 
     @api.get("/store/items")
@@ -89,31 +91,32 @@ def routes() -> APIRouter:
     ) -> dict | None:
         """The item, or null when there is none (as LangGraph's server answers)."""
         path = tuple((namespace or "").split(".")) if namespace else ()
-        with _memory(request) as memory:
-            item = memory.store.get(path, key)
+        with _store(request) as store:
+            item = store.get(path, key)
         return item_json(item) if item is not None else None
 
     @api.delete("/store/items", status_code=204)
     def delete_item(request: Request, body: ItemDelete) -> Response:
-        namespace = tuple(body.namespace)
-        with _memory(request) as memory:
-            if _own(namespace):
-                memory.delete(namespace[0], namespace[1], [body.key])
-            else:
-                memory.store.delete(namespace, body.key)
+        with _store(request) as store:
+            store.delete(tuple(body.namespace), body.key)
         return Response(status_code=204)
 
     @api.post("/store/items/search")
     def search_items(request: Request, body: Annotated[ItemSearch | None, Body()] = None) -> dict:
+        """Items under the prefix; with a `query`, in Waypoint's own namespaces ranked by BM25,
+        elsewhere those whose value holds every word of it."""
         body = body or ItemSearch()
-        with _memory(request) as memory:
-            items = memory.store.search(
-                tuple(body.namespace_prefix),
+        prefix = tuple(body.namespace_prefix)
+        ranked = bool(body.query) and memory_namespace(prefix)
+        with _store(request) as store:
+            items = store.search(
+                prefix,
+                query=body.query if ranked else None,
                 filter=body.filter,
                 limit=body.limit,
                 offset=body.offset,
             )
-        words = (body.query or "").lower().split()
+        words = [] if ranked else (body.query or "").lower().split()
         matching = [i for i in items if all(w in str(i.value).lower() for w in words)]
         return {"items": [item_json(i) for i in matching]}
 
@@ -122,8 +125,8 @@ def routes() -> APIRouter:
         request: Request, body: Annotated[NamespaceList | None, Body()] = None
     ) -> dict:
         body = body or NamespaceList()
-        with _memory(request) as memory:
-            found = memory.store.list_namespaces(
+        with _store(request) as store:
+            found = store.list_namespaces(
                 prefix=tuple(body.prefix) if body.prefix else None,
                 suffix=tuple(body.suffix) if body.suffix else None,
                 max_depth=body.max_depth,
@@ -135,11 +138,8 @@ def routes() -> APIRouter:
     return api
 
 
-def _own(namespace: tuple[str, ...]) -> bool:
-    return len(namespace) == 2 and namespace[0] in OWN
-
-
 @contextlib.contextmanager
-def _memory(request: Request) -> Iterator[MemoryStore]:
+def _store(request: Request) -> Iterator[BaseStore]:
+    """The store the graphs of this server run with, over the settings' database."""
     with open_memory(request.app.state.settings) as memory:
-        yield memory
+        yield graph_store(memory)
