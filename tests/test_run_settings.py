@@ -5,7 +5,6 @@ graph served from langgraph.json (app/portable.py), for serve and for the CLI.""
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import json
 from collections.abc import Iterator
 
@@ -44,22 +43,26 @@ def environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     set_resolver(portable.resolve)
 
 
-FACTS = itertools.count()
-
-
 def limits_and_user(context: AgentContext) -> tuple[int, int, int, str]:
     return context.max_iterations, context.max_retries, context.max_trials, memory_user(context)
 
 
 def memory_user(context: AgentContext) -> str:
-    """Whose memory the context's memory tools use: the user who then recalls what they saved."""
-    colour = f"colour{next(FACTS)}"
-    context.tools_by_name["remember"].invoke({"fact": f"The user's favourite is {colour}"})
-    for user in ("alice", "bob", "waypoint-tester", "default"):
-        recall = portable.resolve(RunSpec(user=user, tools=("recall",))).tools_by_name["recall"]
-        if f"favourite is {colour}" in recall.invoke({"query": colour}):
-            return user
-    return "nobody"
+    """Whose memory the context's memory tools use: the namespace a fact is saved under in the
+    store of the graph run that calls them."""
+    from langgraph.func import entrypoint
+    from langgraph.store.memory import InMemoryStore
+
+    store = InMemoryStore()
+
+    @entrypoint(store=store)
+    def save(_: dict) -> None:
+        context.tools_by_name["remember"].invoke({"fact": "The user's favourite is green"})
+
+    save.invoke({})
+    [(kind, user)] = store.list_namespaces()
+    assert kind == "memories"
+    return user
 
 
 # --- one definition -------------------------------------------------------------------------
