@@ -81,6 +81,7 @@ def test_create_search_count_update_and_delete_through_the_sdk(client: Any):
     assert every_5["assistant_id"] == WAYPOINT_ID and every_5["thread_id"] is None
     assert every_5["next_run_date"] == "2026-06-15T10:35:00+00:00"  # after the pinned 10:30
     assert every_5["payload"]["input"] == user("what is 2 plus 3")
+    assert every_5["payload"]["schedule"] == "*/5 * * * *"  # the request, as LangGraph keeps it
     assert (every_5["enabled"], every_5["on_run_completed"]) == (True, "keep")
     assert every_5["metadata"] == {"owner": "ana"}
 
@@ -111,6 +112,9 @@ def test_create_search_count_update_and_delete_through_the_sdk(client: Any):
     picked = client.crons.search(thread_id=thread, select=["cron_id", "schedule"])
     assert picked == [{"cron_id": mornings["cron_id"], "schedule": "0 9 * * *"}]
     assert client.crons.count() == 2 and client.crons.count(thread_id=thread) == 1
+    hourly = client.crons.create("waypoint", schedule="@hourly", input=user("hi"))
+    assert hourly["next_run_date"] == "2026-06-15T11:00:00+00:00"
+    client.crons.delete(hourly["cron_id"])
 
     changed = client.crons.update(
         every_5["cron_id"], schedule="0 * * * *", enabled=False, metadata={"team": "b"}
@@ -119,6 +123,7 @@ def test_create_search_count_update_and_delete_through_the_sdk(client: Any):
     assert changed["next_run_date"] == "2026-06-15T11:00:00+00:00"
     assert changed["metadata"] == {"owner": "ana", "team": "b"}
     assert changed["payload"]["input"] == user("what is 2 plus 3")  # the run is kept
+    assert changed["payload"]["schedule"] == "0 * * * *"
     assert [c["cron_id"] for c in client.crons.search(enabled=False)] == [every_5["cron_id"]]
     cleared = client.crons.update(mornings["cron_id"], end_time=None)
     assert cleared["end_time"] is None
@@ -140,6 +145,7 @@ def test_bad_requests_are_4xx_with_a_detail(client: Any):
     status, detail = status_of(create(schedule="every minute"))
     assert status == 422 and "invalid cron schedule 'every minute'" in detail
     assert status_of(create(schedule="* * * * * *"))[0] == 422  # seconds: not a 5-field crontab
+    assert status_of(create(schedule="@yearly-ish"))[0] == 422
     status, detail = status_of(create(timezone="Mars/Olympus"))
     assert status == 422 and "unknown time zone" in detail
     status, detail = status_of(create(assistant="nobody"))

@@ -77,7 +77,8 @@ def next_run(schedule: str, after: datetime, timezone: str | None) -> str:
 
 
 def _valid_schedule(schedule: str) -> str:
-    if len(schedule.split()) != 5 or not croniter.is_valid(schedule):
+    five_fields = len(schedule.split()) == 5 or schedule.startswith("@")  # or @hourly, @daily…
+    if not five_fields or not croniter.is_valid(schedule):
         raise ValueError(
             f"invalid cron schedule {schedule[:80]!r}: use 5 fields (minute hour day-of-month "
             "month day-of-week), e.g. '*/5 * * * *' for every 5 minutes"
@@ -112,6 +113,12 @@ class CronWhen(BaseModel):
 
     def run_fields(self) -> dict[str, Any]:
         return {k: v for k, v in (self.model_extra or {}).items() if k in RUN_FIELDS}
+
+    def payload(self) -> dict[str, Any]:
+        """What LangGraph keeps as the cron's payload: the fields sent (the run's and the
+        schedule's)."""
+        sent = self.model_fields_set & set(CronWhen.model_fields)
+        return self.model_dump(include=sent, exclude_none=True, mode="json") | self.run_fields()
 
 
 class CronCreate(CronWhen):
@@ -173,7 +180,7 @@ def new_cron(
     settings: Settings, body: CronCreate, thread_id: str | None, now: datetime
 ) -> CronRecord:
     """Check the cron and store it; its first run is the schedule's first time after `now`."""
-    payload = {**body.run_fields(), "assistant_id": assistant(body.assistant_id).assistant_id}
+    payload = {**body.payload(), "assistant_id": assistant(body.assistant_id).assistant_id}
     if thread_id is not None:
         with open_database(settings.database, settings.busy_timeout) as database:
             api.thread_view(database, thread_id)  # a missing thread is a 404
@@ -215,14 +222,14 @@ def changed_cron(settings: Settings, cron: CronRecord, patch: CronWhen, now: dat
     if patch.schedule is not None or patch.timezone is not None or missed:
         schedule = changes.get("schedule", cron.schedule)
         changes["next_run_date"] = next_run(schedule, now, changes.get("timezone", cron.timezone))
-    run_fields = patch.run_fields()
-    if run_fields:
-        metadata = {**cron.metadata, **(run_fields.get("metadata") or {})}
-        payload = {**cron.payload, **run_fields, "metadata": metadata}
-        payload["assistant_id"] = cron.assistant_id
+    metadata = {**cron.metadata, **(patch.run_fields().get("metadata") or {})}
+    payload = {**cron.payload, **patch.payload(), "metadata": metadata}
+    payload["assistant_id"] = cron.assistant_id
+    if "end_time" in changes and changes["end_time"] is None:
+        payload.pop("end_time", None)
+    if patch.run_fields():
         checked_run(settings, payload)
-        changes |= {"payload": payload, "metadata": metadata}
-    return changes
+    return changes | {"payload": payload, "metadata": metadata}
 
 
 def matching(crons: list[CronRecord], search: CronSearch) -> list[CronRecord]:
