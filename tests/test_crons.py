@@ -21,7 +21,9 @@ from langgraph_sdk import get_sync_client
 from app.config import load_settings
 from app.db import open_database
 from app.db.crons import CronRecord
-from app.server.standard.crons import CronCreate, instant, new_cron
+from app.server.standard.cron_scheduler import CronScheduler, instant
+from app.server.standard.crons import CronCreate, new_cron
+from app.server.standard.runs import Runs
 from app.service import api
 from tests.server_process import REPO, _wait_for_url, running_server
 
@@ -349,3 +351,15 @@ def test_an_ended_or_disabled_cron_is_not_due(database: str):
         db.update_cron(off.cron_id, {"enabled": True})
         assert [c.cron_id for c in db.due_crons("2026-06-15T10:31:00+00:00")] == [off.cron_id]
         assert ended.end_time == "2026-06-15T10:30:30+00:00"
+
+
+@pytest.mark.usefixtures("isolated")
+def test_a_cron_whose_stored_schedule_is_damaged_is_turned_off(db_path: Path):
+    damaged = store_cron(str(db_path), input=user("hi"))
+    with open_database(db_path) as database:
+        database.update_cron(damaged.cron_id, {"schedule": "not a schedule"})
+    scheduler = CronScheduler(load_settings(db=str(db_path)), Runs())
+
+    assert scheduler.tick(datetime(2026, 6, 15, 10, 31, tzinfo=UTC)) == []  # nothing raised
+    with open_database(db_path) as database:
+        assert database.cron(damaged.cron_id).enabled is False

@@ -26,6 +26,7 @@ from app.server.hosts import allowed_hosts
 from app.server.openapi import document
 from app.server.params import ThreadId
 from app.server.standard import assistants, crons, store, threads
+from app.server.standard.cron_scheduler import scheduler_lifespan
 from app.server.standard.runs import RunRequest, Runs
 from app.service.session import new_thread_id
 
@@ -46,7 +47,7 @@ def create_app(
         docs_url=None,
         redoc_url=None,
         openapi_url=None,
-        lifespan=crons.scheduler_lifespan,
+        lifespan=scheduler_lifespan,
     )
     app.state.settings = settings
     app.state.runs = Runs()

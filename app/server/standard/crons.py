@@ -1,22 +1,18 @@
 """Crons, as the LangGraph Server API has them: a run started on a schedule (5-field crontab, in a
-time zone, until an end time), on a thread or on a new thread per firing. Stored in the database
-(app/db/crons.py); while a server runs, its scheduler fires each due cron exactly once, whatever the
-number of servers on that database: a firing is claimed by moving next_run_date in one UPDATE."""
+time zone, until an end time), on a thread or on a new thread per firing; stored in the database
+(app/db/crons.py) and fired by cron_scheduler.py. The routes: create, search, count, get, update,
+delete."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import logging
-import threading
 import uuid
-from collections.abc import AsyncIterator
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import croniter
-from fastapi import APIRouter, Body, FastAPI, Request, Response
+from fastapi import APIRouter, Body, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
@@ -24,17 +20,15 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from app.config import Settings
 from app.db import open_database
 from app.db.crons import CronRecord
-from app.errors import AppError, NotFoundError, UsageError
+from app.errors import NotFoundError, UsageError
 from app.server.params import ThreadId
 from app.server.standard.assistants import assistant
-from app.server.standard.runs import Run, RunRequest, Runs, _policy, start_run
+from app.server.standard.cron_scheduler import instant, next_run
+from app.server.standard.runs import RunRequest, _policy
 from app.server.standard.wire import user_text
 from app.service import api
 from tools import clock
 
-log = logging.getLogger("waypoint.server.crons")
-
-POLL_SECONDS = 1.0  # how late a cron may fire (LangGraph's scheduler looks every 5 s)
 # A cron's run takes these fields of its request (a cron's run always starts with new input).
 RUN_FIELDS = frozenset(RunRequest.model_fields) - {
     "command",
@@ -61,19 +55,6 @@ SELECT_FIELDS = Literal[
     "on_run_completed",
     "enabled",
 ]
-
-
-def instant(moment: datetime) -> str:
-    """A moment as stored: UTC, whole seconds, so that text order is time order."""
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).isoformat(timespec="seconds")
-
-
-def next_run(schedule: str, after: datetime, timezone: str | None) -> str:
-    """The schedule's first time strictly after `after`, read in `timezone` (default UTC)."""
-    local = after.astimezone(ZoneInfo(timezone) if timezone else UTC)
-    return instant(croniter(schedule, local).get_next(datetime))
 
 
 def _valid_schedule(schedule: str) -> str:
@@ -330,111 +311,3 @@ def routes() -> APIRouter:
         return Response(status_code=204)
 
     return router
-
-
-# The scheduler --------------------------------------------------------------------------------
-
-
-class CronScheduler:
-    """Fires due crons while the server runs: one look at start (what fell due while no server
-    ran), then one every POLL_SECONDS, on the application's clock (APP_NOW pins it)."""
-
-    def __init__(self, settings: Settings, runs: Runs, poll_seconds: float = POLL_SECONDS) -> None:
-        self.settings, self.runs, self.poll_seconds = settings, runs, poll_seconds
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="cron-scheduler", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self, timeout: float = 10.0) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout)
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.poll_seconds):
-            self.look()
-
-    def look(self) -> list[Run]:
-        """Fire every cron due now that this process claims; a failure is logged, never raised
-        (the scheduler outlives a database that is away for a while)."""
-        try:
-            return self.tick(clock.now())
-        except Exception:
-            log.exception("the cron scheduler could not look at the crons")
-            return []
-
-    def tick(self, now: datetime) -> list[Run]:
-        with open_database(self.settings.database, self.settings.busy_timeout) as database:
-            due = database.due_crons(instant(now))
-            claimed = [
-                cron
-                for cron in due
-                if database.claim_cron(
-                    cron.cron_id,
-                    cron.next_run_date or "",
-                    next_run(cron.schedule, now, cron.timezone),
-                )
-            ]
-        return [run for cron in claimed if (run := fire(self.settings, self.runs, cron))]
-
-
-def fire(settings: Settings, runs: Runs, cron: CronRecord) -> Run | None:
-    """Start the cron's run (on a new thread for a cron without one). A run that cannot start
-    (its thread was deleted, the thread is busy and the strategy is reject) is logged."""
-    metadata = {**cron.metadata, **(cron.payload.get("metadata") or {})}
-    request = RunRequest.model_validate({**cron.payload, "metadata": metadata})
-    thread_id = cron.thread_id or _new_thread(settings, cron, metadata)
-    try:
-        run = start_run(settings, runs, thread_id, request)
-    except AppError as exc:
-        log.warning("cron %s did not start its run on thread %s: %s", cron.cron_id, thread_id, exc)
-        if cron.thread_id is None:
-            _delete_thread(settings, runs, thread_id)
-        return None
-    log.info("cron %s started run %s on thread %s", cron.cron_id, run.run_id, thread_id)
-    if cron.thread_id is None and cron.on_run_completed != "keep":
-        threading.Thread(
-            target=_delete_when_done, args=(settings, runs, run), name="cron-cleanup", daemon=True
-        ).start()
-    return run
-
-
-def _new_thread(settings: Settings, cron: CronRecord, metadata: dict) -> str:
-    """A thread for one firing, with the metadata LangGraph gives it."""
-    thread_id = str(uuid.uuid4())
-    graph = assistant(cron.assistant_id).graph_id
-    with open_database(settings.database, settings.busy_timeout) as database:
-        api.create_thread(
-            database,
-            thread_id,
-            metadata={"graph_id": graph, "assistant_id": cron.assistant_id, **metadata},
-        )
-    return thread_id
-
-
-def _delete_when_done(settings: Settings, runs: Runs, run: Run) -> None:
-    run.done.wait()
-    _delete_thread(settings, runs, run.thread_id)
-
-
-def _delete_thread(settings: Settings, runs: Runs, thread_id: str) -> None:
-    try:
-        with open_database(settings.database, settings.busy_timeout) as database:
-            api.delete_thread(database, thread_id)
-    except AppError as exc:
-        log.warning("the cron's thread %s was not deleted: %s", thread_id, exc)
-    runs.forget_thread(thread_id)
-
-
-@contextlib.asynccontextmanager
-async def scheduler_lifespan(app: FastAPI) -> AsyncIterator[None]:
-    """The app's lifespan: its cron scheduler runs from start to shutdown."""
-    scheduler = CronScheduler(app.state.settings, app.state.runs)
-    await asyncio.to_thread(scheduler.look)
-    scheduler.start()
-    try:
-        yield
-    finally:
-        await asyncio.to_thread(scheduler.stop)
