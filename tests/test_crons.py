@@ -171,6 +171,9 @@ def test_bad_requests_are_4xx_with_a_detail(client: Any):
     ):
         status, detail = status_of(call)
         assert status == 404 and f"cron {missing} does not exist" in detail
+    with pytest.raises(httpx.HTTPStatusError) as raised:
+        client.crons.delete(missing)
+    assert raised.value.response.json()["error"] == "not_found"  # the usual body
 
     cron = client.crons.create_for_thread(thread, "waypoint", schedule="* * * * *", input=question)
     assert status_of(lambda: client.crons.update(cron["cron_id"]))[0] == 400  # nothing to change
