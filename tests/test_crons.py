@@ -26,6 +26,7 @@ from app.server.standard.crons import CronCreate, new_cron
 from app.server.standard.runs import Runs
 from app.service import api
 from tests.server_process import REPO, _wait_for_url, running_server
+from tests.test_langgraph_api import langgraph_dev, needs_langgraph_cli  # noqa: F401 (a fixture)
 
 CRON_SERVER = REPO / "tests" / "scripts" / "cron_server.py"
 CREATED = datetime(2026, 6, 15, 10, 30, tzinfo=UTC)  # when the tests make their crons (APP_NOW)
@@ -366,3 +367,75 @@ def test_a_cron_whose_stored_schedule_is_damaged_is_turned_off(db_path: Path):
     assert scheduler.tick(datetime(2026, 6, 15, 10, 31, tzinfo=UTC)) == []  # nothing raised
     with open_database(db_path) as database:
         assert database.cron(damaged.cron_id).enabled is False
+
+
+# The same cron script against LangGraph's own server -------------------------------------------
+
+
+def cron_scenario(client: Any) -> dict:
+    """What a client sees of crons, without ids and times (langgraph dev runs on the real clock)."""
+    question = user("what is 2 plus 3")
+    thread = client.threads.create()["thread_id"]
+    daily = client.crons.create_for_thread(
+        thread, "waypoint", schedule="0 9 * * *", timezone="Europe/Paris", input=question
+    )
+    stateless = client.crons.create(
+        "waypoint", schedule="0 9 * * *", input=question, metadata={"scenario": "crons"}
+    )
+    changed = client.crons.update(stateless["cron_id"], enabled=False, metadata={"more": 1})
+    seen = {
+        "keys": sorted(daily),
+        "daily": (daily["thread_id"] == thread, daily["schedule"], daily["timezone"]),
+        "daily_run": (daily["on_run_completed"], daily["enabled"], daily["payload"]["input"]),
+        "stateless": (stateless["thread_id"], stateless["on_run_completed"], stateless["metadata"]),
+        "changed": (changed["enabled"], changed["metadata"]),
+        "by_thread": [c["cron_id"] for c in client.crons.search(thread_id=thread)]
+        == [daily["cron_id"]],
+        "by_metadata": len(client.crons.search(metadata={"scenario": "crons"})),
+        "counted": client.crons.count(thread_id=thread),
+        "bad_schedule": status_of(
+            lambda: client.crons.create("waypoint", schedule="x", input=question)
+        )[0],
+        "bad_zone": status_of(
+            lambda: client.crons.create(
+                "waypoint", schedule="0 9 * * *", timezone="Mars/X", input=question
+            )
+        )[0],
+        "no_assistant": status_of(
+            lambda: client.crons.create("nobody", schedule="0 9 * * *", input=question)
+        )[0],
+        "empty_update": status_of(lambda: client.crons.update(daily["cron_id"]))[0],
+    }
+    client.threads.delete(thread)
+    seen["after_thread_delete"] = client.crons.count(thread_id=thread)
+    client.crons.delete(stateless["cron_id"])
+    seen["deleted_again"] = status_of(lambda: client.crons.delete(stateless["cron_id"]))[0]
+    return seen
+
+
+EXPECTED_SCENARIO = {
+    "keys": sorted(CRON_KEYS),
+    "daily": (True, "0 9 * * *", "Europe/Paris"),
+    "daily_run": (None, True, user("what is 2 plus 3")),
+    "stateless": (None, "delete", {"scenario": "crons"}),
+    "changed": (False, {"scenario": "crons", "more": 1}),
+    "by_thread": True,
+    "by_metadata": 1,
+    "counted": 1,
+    "bad_schedule": 422,
+    "bad_zone": 422,
+    "no_assistant": 404,
+    "empty_update": 400,
+    "after_thread_delete": 0,
+    "deleted_again": 404,
+}
+
+
+def test_the_cron_script_against_serve(client: Any):
+    assert cron_scenario(client) == EXPECTED_SCENARIO
+
+
+@needs_langgraph_cli
+def test_the_same_cron_script_against_langgraph_dev(request: pytest.FixtureRequest):
+    base, _ = request.getfixturevalue("langgraph_dev")  # tests/test_langgraph_api.py's server
+    assert cron_scenario(get_sync_client(url=base)) == EXPECTED_SCENARIO
