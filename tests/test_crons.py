@@ -5,7 +5,9 @@ backends."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sqlite3
 import subprocess
 import sys
 import time
@@ -439,3 +441,21 @@ def test_the_cron_script_against_serve(client: Any):
 def test_the_same_cron_script_against_langgraph_dev(request: pytest.FixtureRequest):
     base, _ = request.getfixturevalue("langgraph_dev")  # tests/test_langgraph_api.py's server
     assert cron_scenario(get_sync_client(url=base)) == EXPECTED_SCENARIO
+
+
+@pytest.mark.usefixtures("isolated")
+def test_a_database_from_before_crons_gets_their_table_on_the_first_cron(db_path: Path):
+    with open_database(db_path) as database:
+        api.create_thread(database, "old")
+        assert database.crons() == [] and database.due_crons(LATER) == []  # reading makes nothing
+    with contextlib.closing(sqlite3.connect(db_path)) as conn:
+        assert (
+            conn.execute(
+                "SELECT name FROM sqlite_master WHERE name LIKE 'waypoint_crons%'"
+            ).fetchall()
+            == []
+        )
+    made = store_cron(str(db_path), "old", input=user("hi"))
+    with open_database(db_path) as database:
+        assert [c.cron_id for c in database.crons()] == [made.cron_id]
+        assert api.thread_view(database, "old").thread_id == "old"
