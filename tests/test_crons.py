@@ -6,6 +6,7 @@ backends."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sqlite3
 import subprocess
@@ -459,3 +460,18 @@ def test_a_database_from_before_crons_gets_their_table_on_the_first_cron(db_path
     with open_database(db_path) as database:
         assert [c.cron_id for c in database.crons()] == [made.cron_id]
         assert api.thread_view(database, "old").thread_id == "old"
+
+
+@pytest.mark.usefixtures("isolated")
+def test_a_database_the_scheduler_cannot_read_is_logged_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+):
+    unusable = tmp_path / "a-directory"
+    unusable.mkdir()
+    scheduler = CronScheduler(load_settings(db=str(unusable)), Runs())
+    with caplog.at_level(logging.ERROR, logger="waypoint.server.crons"):
+        assert scheduler.look() == [] and scheduler.look() == []  # nothing raised
+    [record] = caplog.records
+    assert (
+        "cannot read the crons" in record.getMessage() and "is a directory" in record.getMessage()
+    )

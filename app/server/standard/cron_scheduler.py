@@ -52,6 +52,7 @@ class CronScheduler:
     def __init__(self, settings: Settings, runs: Runs, poll_seconds: float = POLL_SECONDS) -> None:
         self.settings, self.runs, self.poll_seconds = settings, runs, poll_seconds
         self._stop = threading.Event()
+        self._problem: str | None = None  # the last failure logged
         self._thread = threading.Thread(target=self._loop, name="cron-scheduler", daemon=True)
 
     def start(self) -> None:
@@ -67,13 +68,27 @@ class CronScheduler:
             self.look()
 
     def look(self) -> list[Run]:
-        """Fire every cron due now that this process claims; a failure is logged, never raised
-        (the scheduler outlives a database that is away for a while)."""
+        """Fire every cron due now that this process claims. A failure is logged once (not every
+        second) and never raised: the scheduler outlives a database that is away for a while."""
         try:
-            return self.tick(clock.now())
-        except Exception:
-            log.exception("the cron scheduler could not look at the crons")
+            fired = self.tick(clock.now())
+        except AppError as exc:  # the database is locked, unreachable, damaged…
+            self._report(f"the cron scheduler cannot read the crons: {exc}")
             return []
+        except Exception:  # a bug: its traceback, once
+            if self._report("the cron scheduler failed", quiet=True):
+                log.exception("the cron scheduler failed")
+            return []
+        self._problem = None
+        return fired
+
+    def _report(self, problem: str, *, quiet: bool = False) -> bool:
+        """Log a problem unless it is the one already logged; whether it is new."""
+        new = problem != self._problem
+        if new and not quiet:
+            log.error("%s", problem)
+        self._problem = problem
+        return new
 
     def tick(self, now: datetime) -> list[Run]:
         with open_database(self.settings.database, self.settings.busy_timeout) as database:
