@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 from app.db.compressed import CompressedSerializer
+from app.db.crons import CronTable
 from app.db.location import DatabaseLocation
 from app.db.unreadable import UnreadableCheckpointError
 
@@ -116,8 +117,9 @@ class StoredWrite(NamedTuple):
     value: Any
 
 
-class Database(ABC):
-    """One open checkpoint database. `saver` is LangGraph's; the methods are Waypoint's own SQL.
+class Database(CronTable, ABC):
+    """One open checkpoint database. `saver` is LangGraph's; the methods are Waypoint's own SQL
+    (the crons' in app/db/crons.py).
     Only the root namespace (checkpoint_ns = '') is read, except where a method says otherwise."""
 
     kind: ClassVar[str]

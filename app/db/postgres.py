@@ -33,6 +33,7 @@ from app.db.base import (
     checkpoint_serializer,
     json_object,
 )
+from app.db.crons import CRONS_SETUP
 from app.db.fence import FencedWrites
 from app.db.location import DatabaseLocation
 from app.db.pg_connect import connect, connection_error
@@ -133,6 +134,8 @@ def _setup(conn: psycopg.Connection, saver: PostgresSaver) -> None:
     saver.setup()
     ensure_writers_table(conn)
     conn.execute(THREAD_INFO_DDL)
+    for statement in CRONS_SETUP:
+        conn.execute(statement)
 
 
 class PostgresDatabase(Database):
@@ -183,6 +186,15 @@ class PostgresDatabase(Database):
     def forget_thread_info(self, thread_id: str) -> None:
         with self.saver.lock, self.conn.cursor() as cur:
             cur.execute("DELETE FROM waypoint_threads WHERE thread_id = %s", (thread_id,))
+
+    def _cron_sql(self, sql: str, params: tuple = (), *, write: bool) -> tuple[list[tuple], int]:
+        with (
+            self.saver.lock,
+            self.conn.transaction(),
+            self.conn.cursor(row_factory=tuple_row) as cur,
+        ):
+            cur.execute(sql, params)
+            return (cur.fetchall() if cur.description else []), cur.rowcount
 
     def thread_exists(self, thread_id: str) -> bool:
         sql = "SELECT 1 FROM checkpoints WHERE thread_id = %s LIMIT 1"

@@ -29,6 +29,7 @@ from app.db.base import (
     json_object,
 )
 from app.db.base import CheckpointRecord as Record
+from app.db.crons import CRONS_SETUP
 from app.db.location import DatabaseLocation
 from app.db.raw import decode
 from app.db.sqlite_lock import dead_writer, lock_dir
@@ -385,6 +386,18 @@ class SqliteDatabase(Database):
         if self.thread_infos().get(thread_id) is not None:
             with self._transaction(write=True) as conn:
                 conn.execute("DELETE FROM waypoint_threads WHERE thread_id = ?", (thread_id,))
+
+    def _cron_sql(self, sql: str, params: tuple = (), *, write: bool) -> tuple[list[tuple], int]:
+        if not write and not self._rows(
+            "SELECT 1 FROM sqlite_master WHERE name = 'waypoint_crons'"
+        ):
+            return [], 0
+        with self._transaction(write=write) as conn:
+            if write:
+                for statement in CRONS_SETUP:
+                    conn.execute(statement)
+            cursor = conn.execute(sql.replace("%s", "?"), params)
+            return cursor.fetchall(), cursor.rowcount
 
     def stored_checkpoints(self, thread_id: str, checkpoint_ids: Collection[str]) -> dict[str, Any]:
         found = {}

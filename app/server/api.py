@@ -1,7 +1,7 @@
 """The HTTP API and web page: `create_app(settings)` builds the FastAPI app: the LangGraph Server
-API (app/server/standard/: assistants, threads, runs, store) that the official SDKs call, Waypoint's
-time-travel conveniences, and the page. Sync routes run in FastAPI's thread pool; runs stream as
-Server-Sent Events."""
+API (app/server/standard/: assistants, threads, runs, crons, store) that the official SDKs call,
+Waypoint's time-travel conveniences, and the page. Sync routes run in FastAPI's thread pool; runs
+stream as Server-Sent Events; the cron scheduler runs with the app (its lifespan)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ from app.server.guard import RequestGuard
 from app.server.hosts import allowed_hosts
 from app.server.openapi import document
 from app.server.params import ThreadId
-from app.server.standard import assistants, store, threads
+from app.server.standard import assistants, crons, store, threads
+from app.server.standard.cron_scheduler import scheduler_lifespan
 from app.server.standard.runs import RunRequest, Runs
 from app.service.session import new_thread_id
 from graphs.strategies import UnknownStrategyError
@@ -47,6 +48,7 @@ def create_app(
         docs_url=None,
         redoc_url=None,
         openapi_url=None,
+        lifespan=scheduler_lifespan,
     )
     app.state.settings = settings
     app.state.runs = Runs()
@@ -122,10 +124,11 @@ def _api_routes() -> APIRouter:
 
     @api.get("/info", tags=["meta"])
     def info() -> dict:
-        return {"version": _version(), "flags": {"assistants": True, "crons": False}}
+        return {"version": _version(), "flags": {"assistants": True, "crons": True}}
 
     api.include_router(assistants.routes())
     api.include_router(threads.routes())
+    api.include_router(crons.routes())
     api.include_router(store.routes())
     api.include_router(_conveniences())
     return api

@@ -251,7 +251,7 @@ def import_thread(database: Database, data: dict, thread_id: str) -> ImportRepor
 
 
 def delete_thread(database: Database, thread_id: str) -> DeleteReport:
-    """Remove every checkpoint and write of the thread, and its record, under its lock."""
+    """Remove every checkpoint and write of the thread, its record and its crons, under its lock."""
     from app.service.maintenance import DeleteReport
     from app.service.maintenance import delete_thread as delete
 
@@ -261,9 +261,11 @@ def delete_thread(database: Database, thread_id: str) -> DeleteReport:
             if not recorded:
                 raise ThreadNotFoundError(thread_id)
             database.forget_thread_info(thread_id)
+            database.delete_thread_crons(thread_id)
             return DeleteReport(thread_id, 0, 0, 0)
         report = delete(database, thread_id)
         database.forget_thread_info(thread_id)
+        database.delete_thread_crons(thread_id)
         return report
 
 
