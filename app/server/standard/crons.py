@@ -24,7 +24,7 @@ from app.errors import NotFoundError, UsageError
 from app.server.params import ThreadId
 from app.server.standard.assistants import assistant
 from app.server.standard.cron_scheduler import instant, next_run
-from app.server.standard.runs import RunRequest, _policy
+from app.server.standard.runs import RunRequest, approval_policy
 from app.server.standard.wire import user_text
 from app.service import api
 from tools import clock
@@ -153,7 +153,7 @@ def checked_run(settings: Settings, payload: dict[str, Any]) -> RunRequest:
     if request.input is None:
         raise UsageError('a cron needs the "input" of its runs')
     user_text(request.input)
-    _policy(settings, request.spec(), request.chosen)
+    approval_policy(settings, request.spec())
     return request
 
 

@@ -236,7 +236,7 @@ def start_run(settings: Settings, runs: Runs, thread_id: str, request: RunReques
         raise UsageError('send "input", a "command" to resume, or a "checkpoint_id" to re-run from')
     if request.input is not None:
         user_text(request.input)  # a bad input is a 400 now, not an error event later
-    policy = _policy(settings, spec)
+    policy = approval_policy(settings, spec)
     _thread_must_exist(settings, thread_id, request.if_not_exists)
     strategy = request.multitask_strategy or "enqueue"
     active = runs.active(thread_id)
@@ -266,7 +266,7 @@ def start_run(settings: Settings, runs: Runs, thread_id: str, request: RunReques
     return run
 
 
-def _policy(settings: Settings, spec: RunSpec) -> ApprovalPolicy:
+def approval_policy(settings: Settings, spec: RunSpec) -> ApprovalPolicy:
     """The run's approval policy: the context's, else the server's (APP_APPROVE), else ask (the
     run pauses with an interrupt). Auto-approving needs a server started with --approve auto."""
     policy = settings.with_run(spec).approval or "ask"
