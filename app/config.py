@@ -69,6 +69,7 @@ class Settings(RunSettings, BaseSettings):
         env_file=ENV_FILE,
         env_file_encoding="utf-8",
         extra="ignore",
+        allow_inf_nan=False,  # APP_BACKOFF_CAP=inf would wait forever
     )
 
     db: str = Field(
@@ -82,13 +83,19 @@ class Settings(RunSettings, BaseSettings):
     mcp_config: Path | None = None
     search_backend: Literal["local", "ddgs", "tavily"] = "local"
     weather_backend: Literal["offline", "open-meteo"] = "offline"
-    busy_timeout: float = Field(5.0, ge=0)
+    busy_timeout: float = Field(5.0, ge=0, le=3600)
     strategy: StrategyName = "react"
     api_token: SecretStr | None = Field(None, description="bearer token the HTTP server requires")
     allowed_hosts: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="Host names the HTTP server answers besides loopback"
     )
     max_body_bytes: int = Field(1024 * 1024, ge=1024, description="largest HTTP request body")
+    request_timeout: float = Field(
+        30.0, gt=0, le=3600, description="seconds a client has to send a whole HTTP request"
+    )
+    idle_timeout: float = Field(
+        15.0, gt=0, le=3600, description="seconds an idle keep-alive HTTP connection stays open"
+    )
 
     def with_run(self, spec: RunSpec) -> Settings:
         """These settings with what a run's context chose; what it left out keeps the
@@ -184,6 +191,7 @@ class Settings(RunSettings, BaseSettings):
 def load_settings(**overrides: object) -> Settings:
     """Settings with the CLI's flags applied on top; flags left unset do not override."""
     check_clock_pin()
+    check_env_file()
     try:
         return Settings(**{k: v for k, v in overrides.items() if v is not None})
     except ValidationError as exc:
@@ -202,6 +210,23 @@ def load_settings(**overrides: object) -> Settings:
         raise ConfigError(
             f"cannot read the settings file {Path(ENV_FILE).absolute()}: {exc.strerror}"
         ) from None
+
+
+def check_env_file() -> None:
+    """A `.env` must be a regular file: reading a FIFO would block every command forever, a
+    device would read without end."""
+    path = Path(ENV_FILE)
+    try:
+        if not path.exists() or path.is_file():
+            return
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot read the settings file {path.absolute()}: {exc.strerror}"
+        ) from None
+    raise ConfigError(
+        f"the settings file {path.absolute()} is not a regular file (a pipe, device or "
+        "directory); replace it with a file of NAME=value lines, or remove it"
+    )
 
 
 def _env_name(name: str) -> str:

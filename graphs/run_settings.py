@@ -54,10 +54,10 @@ class RunSettings(BaseModel):
     max_trials: int = Field(3, ge=1, le=10, description="reflexion: attempts per turn")
 
     # --- the environment's alone --------------------------------------------------------------
-    backoff_base: float = Field(0.5, ge=0, description="first retry wait, in seconds")
-    backoff_cap: float = Field(8.0, ge=0, description="longest retry wait, in seconds")
+    backoff_base: float = Field(0.5, ge=0, le=60, description="first retry wait, in seconds")
+    backoff_cap: float = Field(8.0, ge=0, le=3600, description="longest retry wait, in seconds")
     max_retry_after: float = Field(
-        60.0, ge=0, description="longest Retry-After a retry waits, in seconds"
+        60.0, ge=0, le=86_400, description="longest Retry-After a retry waits, in seconds"
     )
     max_tool_result_chars: int = Field(
         4000, ge=200, description="a tool result's length the model sees"
@@ -66,7 +66,9 @@ class RunSettings(BaseModel):
         32_000, ge=500, description="token budget of the messages sent to the model"
     )
     max_output_tokens: int = Field(4096, ge=16, description="cap on each model reply")
-    model_timeout: float = Field(60.0, gt=0, description="seconds to wait for a model reply")
+    model_timeout: float = Field(
+        60.0, gt=0, le=86_400, description="seconds to wait for a model reply"
+    )
 
 
 DEFAULTS = RunSettings()

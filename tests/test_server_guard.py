@@ -316,3 +316,28 @@ def test_no_docs_page_loads_a_cdn_and_the_schema_needs_the_token():
     assert guarded.get("/openapi.json").status_code == 401
     schema = guarded.get("/openapi.json", headers={"authorization": "Bearer s3cret"})
     assert schema.status_code == 200 and "/threads" in schema.json()["paths"]
+
+
+def test_a_connection_that_never_finishes_its_request_is_closed(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+):
+    """A half-sent request (slowloris) holds no connection past APP_REQUEST_TIMEOUT; a whole request
+    on another connection is answered meanwhile."""
+    import socket
+    from urllib.parse import urlsplit
+
+    import httpx
+
+    from tests.server_process import running_server
+
+    monkeypatch.setenv("APP_REQUEST_TIMEOUT", "1")
+    with running_server(tmp_path) as base:
+        address = urlsplit(base)
+        half_open = [socket.create_connection((address.hostname, address.port)) for _ in range(5)]
+        for connection in half_open:
+            connection.sendall(b"GET /ok HTTP/1.1\r\nHost: localhost\r\n")  # no blank line
+        assert httpx.get(f"{base}/ok").json() == {"ok": True}
+        for connection in half_open:
+            connection.settimeout(60)  # bounds the test; the server closes it after about 1 s
+            assert connection.recv(1024) == b""  # closed by the server, nothing answered
+            connection.close()

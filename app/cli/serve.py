@@ -62,6 +62,7 @@ def serve(
         import uvicorn
 
         from app.server.api import create_app
+        from app.server.timeouts import timed_protocol
         from app.service.runtime import settle_process
     except ImportError as exc:
         raise ConfigError(
@@ -90,7 +91,12 @@ def serve(
             "answered; name this machine with --allowed-host NAME[/yellow]"
         )
     config = uvicorn.Config(
-        create_app(settings, api_token=token, hosts=hosts), host=host, port=port, log_level="info"
+        create_app(settings, api_token=token, hosts=hosts),
+        host=host,
+        port=port,
+        log_level="info",
+        http=timed_protocol(settings.request_timeout),
+        timeout_keep_alive=max(1, round(settings.idle_timeout)),
     )
     settle_process()
     uvicorn.Server(config).run()

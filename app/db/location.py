@@ -51,6 +51,13 @@ def parse_location(value: str | Path) -> DatabaseLocation:
     if scheme is None:
         return DatabaseLocation("sqlite", path=Path(text))
     if scheme.group(1).lower() in POSTGRES_SCHEMES:
+        try:
+            urlsplit(text).port  # noqa: B018 — parses the host and port: "[::1" is refused here
+        except ValueError as exc:
+            raise ConfigError(
+                f"the database URL in --db/APP_DB cannot be read ({exc}); give one like "
+                "postgresql://user@host:5432/dbname (an IPv6 host in brackets: [::1])"
+            ) from None
         return DatabaseLocation("postgres", url=text)
     raise ConfigError(
         f"unsupported database URL scheme {scheme.group(1)!r} in --db/APP_DB: give a SQLite file "
