@@ -18,7 +18,7 @@ from app.config import Settings, load_settings
 from app.models.window import forget_windows
 from app.server.api import create_app
 from app.server.errors import ForbiddenError
-from app.server.standard.runs import _policy, _runtime
+from app.server.standard.runs import _runtime, approval_policy
 from app.service.context import LIMITS, make_context
 from graphs.run_settings import DEFAULTS, RunSettings
 from graphs.shared.live import set_resolver
@@ -169,12 +169,12 @@ def test_serve_runs_take_the_environment_where_the_context_leaves_a_setting_out(
 
 def test_serve_auto_approves_only_when_started_so(monkeypatch: pytest.MonkeyPatch):
     with pytest.raises(ForbiddenError, match="--approve auto"):
-        _policy(load_settings(), RunSpec(approval="auto"))
-    assert _policy(load_settings(), RunSpec()) == "ask"
-    assert _policy(load_settings(approve="auto"), RunSpec()) == "auto"
-    assert _policy(load_settings(approve="auto"), RunSpec(approval="never")) == "never"
+        approval_policy(load_settings(), RunSpec(approval="auto"))
+    assert approval_policy(load_settings(), RunSpec()) == "ask"
+    assert approval_policy(load_settings(approve="auto"), RunSpec()) == "auto"
+    assert approval_policy(load_settings(approve="auto"), RunSpec(approval="never")) == "never"
     monkeypatch.setenv("APP_APPROVE", "auto")  # the environment's name for it
-    assert _policy(load_settings(), RunSpec(approval="auto")) == "auto"
+    assert approval_policy(load_settings(), RunSpec(approval="auto")) == "auto"
 
 
 # --- the CLI -----------------------------------------------------------------------------------
