@@ -48,9 +48,18 @@ __all__ = [
 PREVIEW_CHARS = 80
 
 
+def without_surrogates(text: str) -> str:
+    """Undecodable bytes (surrogate escapes from the terminal) and lone surrogates (a JSON client's
+    "\ud800") become U+FFFD: neither can be stored or sent to a model as UTF-8."""
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    except UnicodeEncodeError:
+        return "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in text)
+
+
 def clean_input(text: str, max_chars: int) -> str:
     """Decode-safe, non-empty and within the size cap, or a UsageError that says what to do."""
-    text = text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    text = without_surrogates(text)
     if not text.strip():
         raise UsageError("the message is empty; type something, or /exit to leave")
     if len(text) > max_chars:

@@ -6,24 +6,33 @@ text (`{"text": "…"}`). Any other namespace is a plain item."""
 from __future__ import annotations
 
 import contextlib
+import re
 import time
 from collections.abc import Iterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Query, Request, Response
 from langgraph.store.base import BaseStore, Item
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from app.errors import UsageError
 from app.service.memory import open_memory
 from tools.memory import graph_store
 from tools.memory.graph_store import memory_namespace
 
+# A namespace label as LangGraph's stores take it: not empty, no "." (the separator of paths).
+Label = Annotated[str, StringConstraints(min_length=1, max_length=256, pattern=r"^[^.]+$")]
+# A filter: {"field": value} or {"field": {"$op": value}}, on plain field names (a JSON path of
+# names); stores build queries from these, so nothing else reaches them.
+FILTER_KEY = re.compile(r"^[A-Za-z0-9_-]{1,64}(\.[A-Za-z0-9_-]{1,64}){0,7}$")
+FILTER_OPS = {"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"}
+Scalar = str | int | float | bool | None
+
 
 class ItemPut(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    namespace: list[str] = Field(min_length=1, max_length=8)
+    namespace: list[Label] = Field(min_length=1, max_length=8)
     key: str = Field(min_length=1, max_length=512)
     value: dict[str, Any]
 
@@ -31,26 +40,41 @@ class ItemPut(BaseModel):
 class ItemDelete(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    namespace: list[str] = Field(min_length=1, max_length=8)
+    namespace: list[Label] = Field(min_length=1, max_length=8)
     key: str = Field(min_length=1, max_length=512)
 
 
 class ItemSearch(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    namespace_prefix: list[str] = Field(default_factory=list)
+    namespace_prefix: list[Label] = Field(default_factory=list, max_length=8)
     filter: dict[str, Any] | None = None
-    query: str | None = None
+    query: str | None = Field(None, max_length=2000)
     limit: int = Field(10, ge=1, le=1000)
     offset: int = Field(0, ge=0)
+
+    @field_validator("filter")
+    @classmethod
+    def _plain_filter(cls, found: dict[str, Any] | None) -> dict[str, Any] | None:
+        for key, condition in (found or {}).items():
+            if not FILTER_KEY.match(key):
+                raise ValueError(f"filter field {key[:80]!r}: use letters, digits, _ and -")
+            tests = condition if isinstance(condition, dict) else {"$eq": condition}
+            for op, value in tests.items():
+                if op not in FILTER_OPS or not isinstance(value, Scalar):
+                    raise ValueError(
+                        f"filter {key!r}: a value or {{op: value}} with op one of "
+                        f"{', '.join(sorted(FILTER_OPS))} and a plain value"
+                    )
+        return found
 
 
 class NamespaceList(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    prefix: list[str] | None = None
-    suffix: list[str] | None = None
-    max_depth: int | None = None
+    prefix: list[Label] | None = Field(None, max_length=8)
+    suffix: list[Label] | None = Field(None, max_length=8)
+    max_depth: int | None = Field(None, ge=1, le=8)
     limit: int = Field(100, ge=1, le=1000)
     offset: int = Field(0, ge=0)
 
@@ -140,6 +164,10 @@ def routes() -> APIRouter:
 
 @contextlib.contextmanager
 def _store(request: Request) -> Iterator[BaseStore]:
-    """The store the graphs of this server run with, over the settings' database."""
+    """The store the graphs of this server run with, over the settings' database. What a store
+    still refuses (a namespace it reserves, a value it cannot hold) is the client's 400."""
     with open_memory(request.app.state.settings) as memory:
-        yield graph_store(memory)
+        try:
+            yield graph_store(memory)
+        except (ValueError, TypeError) as exc:
+            raise UsageError(f"the store refused it: {exc}") from None
