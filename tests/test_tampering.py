@@ -339,3 +339,34 @@ def test_a_state_value_of_the_wrong_type_is_unreadable(db_path: Path, field: str
             args,
             outcome.stderr,
         )
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["history", "-t", "t"],
+        ["history", "-t", "t", "--all"],
+        ["history", "-t", "t", "--tree"],
+        ["show", "-t", "t"],
+        ["rollback", "-t", "t", "--turns", "1"],
+        ["threads", "list"],
+        ["export", "-t", "t", "-f", "md"],
+    ],
+)
+def test_metadata_of_the_wrong_types_is_never_an_internal_error(db_path: Path, command: list):
+    for message in ("what is 1 plus 1", "what is 2 plus 2"):
+        assert run_cli("chat", "-t", "t", "-m", message).returncode == 0
+    with contextlib.closing(sqlite3.connect(db_path)) as connection:
+        for checkpoint_id, raw in connection.execute(
+            "SELECT checkpoint_id, metadata FROM checkpoints"
+        ):
+            metadata = json.loads(raw)
+            metadata.update(turn="x", step="y", preview=123, source=["z"])
+            connection.execute(
+                "UPDATE checkpoints SET metadata = ? WHERE checkpoint_id = ?",
+                (json.dumps(metadata).encode(), checkpoint_id),
+            )
+        connection.commit()
+    result = run_cli(*command)
+    assert result.returncode in (0, 2, 3), result.stderr.decode()
+    assert "internal error" not in result.stderr.decode()

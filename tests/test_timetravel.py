@@ -214,7 +214,7 @@ def test_show_renders_the_conversation_like_the_chat():
             ["rollback", "-t", "x", "-c", "nope-not-an-id"],
             "checkpoint 'nope-not-an-id' does not exist in thread x",
         ),
-        (["rollback", "-t", "x", "--turns", "5"], "thread x has 1 turn; roll back at most 0"),
+        (["rollback", "-t", "x", "--turns", "5"], "thread x has 1 turn; there is no earlier turn"),
         (["rollback", "-t", "x"], "give exactly one of --turns N or --checkpoint ID"),
         (["rollback", "-t", "ghost", "-n", "1"], "thread ghost does not exist"),
         (["show", "-t", "x", "-c", "deadbeefcafe"], "does not exist in thread x"),

@@ -39,6 +39,39 @@ class ThreadRow:
     turns: int | None
     title: str | None
 
+    def __post_init__(self) -> None:
+        # Metadata is data anyone with the file can change: a title that is not text is shown as text.
+        if self.title is not None and not isinstance(self.title, str):
+            object.__setattr__(self, "title", str(self.title))
+
+
+# The types of the metadata keys Waypoint reads; a value of another type (a damaged or tampered
+# checkpoint) is dropped when the record is read, so every reader sees a known type or nothing.
+METADATA_TYPES: dict[str, type | tuple[type, ...]] = {
+    "turn": int,
+    "step": int,
+    "source": str,
+    "preview": str,
+    "rollback_from": str,
+    "replay_of": str,
+    "forked_from": dict,
+    "closed": str,
+    "compacted": int,
+    "settled": str,
+}
+
+
+def checked_metadata(metadata: Any) -> dict[str, Any]:
+    """A checkpoint's metadata with every known key of its known type (others dropped)."""
+    if not isinstance(metadata, dict):
+        return {}
+    return {
+        key: value
+        for key, value in metadata.items()
+        if key not in METADATA_TYPES
+        or (isinstance(value, METADATA_TYPES[key]) and not isinstance(value, bool))
+    }
+
 
 @dataclass(frozen=True)
 class CheckpointRecord:

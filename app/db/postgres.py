@@ -30,6 +30,7 @@ from app.db.base import (
     ThreadInfo,
     ThreadRow,
     UnreadableCheckpointError,
+    checked_metadata,
     checkpoint_serializer,
     json_object,
 )
@@ -206,10 +207,7 @@ class PostgresDatabase(Database):
             f"WHERE {ROOT} ORDER BY checkpoint_id",
             {"thread": thread_id},
         )
-        return [
-            CheckpointRecord(cid, parent, meta if isinstance(meta, dict) else {})
-            for cid, parent, meta in rows
-        ]
+        return [CheckpointRecord(cid, parent, checked_metadata(meta)) for cid, parent, meta in rows]
 
     def writer_paths(self, thread_id: str) -> list[tuple[str, str]]:
         sql = f"SELECT DISTINCT checkpoint_id, task_path FROM checkpoint_writes WHERE {ROOT}"

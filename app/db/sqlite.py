@@ -25,6 +25,7 @@ from app.db.base import (
     ThreadInfo,
     ThreadRow,
     UnreadableCheckpointError,
+    checked_metadata,
     checkpoint_serializer,
     json_object,
 )
@@ -318,7 +319,9 @@ class SqliteDatabase(Database):
             f"WHERE {ROOT} ORDER BY checkpoint_id",
             (thread_id,),
         )
-        return [Record(cid, parent, json_object(meta)) for cid, parent, meta in rows]
+        return [
+            Record(cid, parent, checked_metadata(json_object(meta))) for cid, parent, meta in rows
+        ]
 
     def writer_paths(self, thread_id: str) -> list[tuple[str, str]]:
         return self._rows(

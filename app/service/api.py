@@ -106,8 +106,13 @@ def _rollback_target(index: CheckpointIndex, turns: int | None, ref: str | None)
     assert turns is not None
     current = index.head.turn or 0
     if turns >= current:
+        most = (
+            f"roll back at most {plural(current - 1, 'turn')}"
+            if current > 1
+            else "there is no earlier turn to go back to"
+        )
         raise UsageError(
-            f"thread {index.thread_id} has {plural(current, 'turn')}; roll back at most {current - 1} "
+            f"thread {index.thread_id} has {plural(current, 'turn')}; {most} "
             "(to start over, use a new thread)"
         )
     return index.end_of_turn(current - turns)
