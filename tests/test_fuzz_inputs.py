@@ -64,3 +64,111 @@ def test_any_thread_id_or_checkpoint_is_found_or_refused(thread: str, checkpoint
 @pytest.fixture(autouse=True)
 def _a_known_thread() -> None:
     assert run_cli("chat", "-t", "known", "-m", "what is 1 plus 1").returncode == 0
+
+
+JSON = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(min_value=-(2**70), max_value=2**70),
+        st.floats(allow_nan=False, allow_infinity=False),
+        st.text(max_size=30),
+    ),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=12), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+# Bodies shaped like the routes' own (right keys, any values) and anything at all.
+FIELDS = [
+    "namespace",
+    "namespace_prefix",
+    "key",
+    "value",
+    "filter",
+    "query",
+    "limit",
+    "offset",
+    "prefix",
+    "suffix",
+    "max_depth",
+    "metadata",
+    "thread_id",
+    "if_exists",
+    "values",
+    "as_node",
+    "checkpoint",
+    "checkpoint_id",
+    "before",
+    "status",
+    "ids",
+    "sort_by",
+]
+BODY = st.one_of(JSON, st.dictionaries(st.sampled_from(FIELDS), JSON, max_size=6))
+ROUTES = [
+    ("PUT", "/store/items"),
+    ("DELETE", "/store/items"),
+    ("POST", "/store/items/search"),
+    ("POST", "/store/namespaces"),
+    ("POST", "/threads"),
+    ("POST", "/threads/search"),
+    ("POST", "/threads/count"),
+    ("PATCH", "/threads/known"),
+    ("POST", "/threads/known/state"),
+    ("POST", "/threads/known/history"),
+    ("POST", "/threads/known/copy"),
+    ("POST", "/assistants/search"),
+    ("POST", "/threads/known/rollback"),
+    ("POST", "/threads/known/fork"),
+]
+
+
+@pytest.fixture
+def client():  # type: ignore[no-untyped-def]
+    from fastapi.testclient import TestClient
+
+    from app.server.api import create_app
+
+    app = create_app(load_settings())
+    return TestClient(app, base_url="http://localhost", raise_server_exceptions=False)
+
+
+@settings(
+    max_examples=150,
+    derandomize=True,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(route=st.sampled_from(ROUTES), body=BODY)
+def test_any_body_on_the_store_and_thread_routes_is_answered_without_a_500(client, route, body):  # type: ignore[no-untyped-def]
+    method, path = route
+    response = client.request(method, path, json=body)
+    assert response.status_code < 500, (method, path, body, response.text)
+    if response.status_code >= 400:
+        assert response.json()["detail"], response.text
+
+
+@settings(
+    max_examples=200,
+    derandomize=True,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    thread=st.text(min_size=1, max_size=70).filter(lambda t: "/" not in t and t not in {".", ".."}),
+    key=st.text(max_size=30),
+    namespace=st.text(max_size=30),
+)
+def test_any_id_in_a_path_or_query_is_answered_without_a_500(client, thread, key, namespace):  # type: ignore[no-untyped-def]
+    from urllib.parse import quote
+
+    thread = quote(thread, safe="")  # as a client sends it: any character, percent-encoded
+    for method, path, params in [
+        ("GET", f"/threads/{thread}", None),
+        ("GET", f"/threads/{thread}/state", None),
+        ("GET", f"/threads/{thread}/timeline", None),
+        ("GET", "/store/items", {"key": key, "namespace": namespace}),
+        ("GET", f"/threads/known/state/{thread}", None),
+    ]:
+        response = client.request(method, path, params=params)
+        assert response.status_code < 500, (method, path, params, response.text)

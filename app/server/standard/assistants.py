@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Query
 from langgraph.graph.state import CompiledStateGraph
-from pydantic import TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from pydantic.errors import PydanticSchemaGenerationError, PydanticUserError
 
 from app.errors import NotFoundError
@@ -54,6 +54,25 @@ class Assistant:
         }
 
 
+class AssistantSearch(BaseModel):
+    """A search of the assistants as the SDKs send it (other fields are accepted and ignored)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    graph_id: str | None = None
+    name: str | None = None
+    metadata: dict[str, Any] | None = None
+    limit: int = Field(10, ge=0, le=1000)
+    offset: int = Field(0, ge=0)
+
+    def matches(self, found: Assistant) -> bool:
+        return (
+            self.graph_id in (None, found.graph_id)
+            and self.name in (None, found.graph_id)
+            and _has(found.as_json()["metadata"], self.metadata or {})
+        )
+
+
 ASSISTANTS = [Assistant(graph_id, strategy) for strategy, graph_id in GRAPH_IDS.items()]
 
 
@@ -70,22 +89,15 @@ def routes() -> APIRouter:
     api = APIRouter(tags=["assistants"])
 
     @api.post("/assistants/search")
-    def search(body: Annotated[dict[str, Any] | None, Body()] = None) -> list[dict]:
+    def search(body: Annotated[AssistantSearch | None, Body()] = None) -> list[dict]:
         """Filter by `graph_id`, `name` or `metadata`; page with `limit` and `offset`."""
-        body = body or {}
-        found = [
-            a.as_json()
-            for a in ASSISTANTS
-            if body.get("graph_id") in (None, a.graph_id)
-            and body.get("name") in (None, a.graph_id)
-            and _has(a.as_json()["metadata"], body.get("metadata") or {})
-        ]
-        offset, limit = int(body.get("offset") or 0), int(body.get("limit") or 10)
-        return found[offset : offset + limit]
+        body = body or AssistantSearch()
+        found = [a.as_json() for a in ASSISTANTS if body.matches(a)]
+        return found[body.offset : body.offset + body.limit]
 
     @api.post("/assistants/count")
-    def count(body: Annotated[dict[str, Any] | None, Body()] = None) -> int:
-        return len(search({**(body or {}), "limit": len(ASSISTANTS), "offset": 0}))
+    def count(body: Annotated[AssistantSearch | None, Body()] = None) -> int:
+        return len([a for a in ASSISTANTS if (body or AssistantSearch()).matches(a)])
 
     @api.get("/assistants/{assistant_id}")
     def get(assistant_id: str) -> dict:
