@@ -14,8 +14,10 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 import httpx
+import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 AEGRA_VERSION = "0.11.0"
@@ -47,6 +49,13 @@ def aegra_python() -> Path:
     if probe.stdout.strip() != AEGRA_VERSION:
         raise AegraUnavailable(f"{venv} has no aegra-api {AEGRA_VERSION}: {probe.stderr[-300:]}")
     return python
+
+
+def unavailable(reason: str) -> NoReturn:
+    """Skip for want of Aegra, or fail where it must be there (WAYPOINT_REQUIRE_AEGRA=1, CI)."""
+    if os.environ.get("WAYPOINT_REQUIRE_AEGRA") == "1":
+        pytest.fail(f"{reason} (WAYPOINT_REQUIRE_AEGRA=1)")
+    pytest.skip(reason)
 
 
 def free_port() -> int:
