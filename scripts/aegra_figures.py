@@ -21,7 +21,6 @@ from tests.aegra_workloads import (
     own_thread_runs_per_second,
     shared_thread_workload,
 )
-from tests.conftest import PINNED_NOW
 from tests.pg_server import session_server
 from tests.sdk_scenario import run_scenario
 
@@ -71,9 +70,7 @@ def main() -> int:
         workspace.mkdir()
         pg = stack.enter_context(session_server())
         redis_url = stack.enter_context(redis_server(tmp))
-        env = instance_env(
-            pg.new_database(), redis_url, workspace, pg.new_database(), APP_NOW=PINNED_NOW
-        )
+        env = instance_env(pg.new_database(), redis_url, workspace, pg.new_database())
         python = aegra_python()
         a = start_instance(python, env, tmp, "a")
         stack.callback(a.stop)

@@ -19,6 +19,9 @@ from typing import NoReturn
 import httpx
 import pytest
 
+from tests.conftest import PINNED_NOW, TEST_USER
+from tests.pg_server import Server
+
 REPO = Path(__file__).resolve().parent.parent
 AEGRA_VERSION = "0.11.0"
 DEFAULT_VENV = REPO / ".venv-aegra"
@@ -153,8 +156,44 @@ def instance_env(
         "LOG_LEVEL": "WARNING",
         "CRON_ENABLED": "false",
         **FAST_TAKEOVER,
+        # the pinned world of tests/conftest.py, which a module's fixture starts before
+        "APP_NOW": PINNED_NOW,
+        "TZ": "UTC",
+        "USER": TEST_USER,
+        "LOGNAME": TEST_USER,
         **extra,
     }
+
+
+@dataclass
+class Pair:
+    """Two instances on one PostgreSQL database (`database_url`) and one Redis."""
+
+    a: Instance
+    b: Instance
+    database_url: str
+
+    def other(self, instance: Instance) -> Instance:
+        return self.b if instance is self.a else self.a
+
+
+@contextlib.contextmanager
+def aegra_pair(pg: Server, tmp: Path, workspace: Path, **extra: str) -> Iterator[Pair]:
+    """Two instances on fresh databases (Aegra's, and APP_DB: Waypoint's own store, shared) and a
+    private Redis, stopped and dropped at the end. Raises AegraUnavailable without the venv or Redis."""
+    python = aegra_python()
+    with contextlib.ExitStack() as stack:
+        redis_url = stack.enter_context(redis_server(tmp))
+        database_url, app_db = pg.new_database(), pg.new_database()
+        stack.callback(pg.drop_database, database_url)
+        stack.callback(pg.drop_database, app_db)
+        env = instance_env(database_url, redis_url, workspace, app_db, **extra)
+        # One after the other: the first runs Aegra's migrations on the empty database.
+        a = start_instance(python, env, tmp, "a")
+        stack.callback(a.stop)
+        b = start_instance(python, env, tmp, "b")
+        stack.callback(b.stop)
+        yield Pair(a, b, database_url)
 
 
 def start_instance(python: Path, env: dict[str, str], tmp: Path, name: str) -> Instance:

@@ -4,6 +4,7 @@ PostgreSQL database and one Redis run the SDK scenario, share threads and the st
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,14 +19,10 @@ from graphs.strategies import STRATEGIES
 from tests.aegra_servers import (
     AegraUnavailable,
     Instance,
-    aegra_python,
-    instance_env,
-    redis_server,
-    start_instance,
+    aegra_pair,
     unavailable,
 )
 from tests.aegra_workloads import linear_history_questions, shared_thread_workload
-from tests.conftest import PINNED_NOW, TEST_USER
 from tests.pg_server import Server
 from tests.sdk_scenario import answer, run_scenario, user
 from tests.test_langgraph_api import expected_outcome
@@ -69,32 +66,12 @@ def aegra(pg_server: Server, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     tmp = tmp_path_factory.mktemp("aegra")
     workspace = tmp / "workspace"
     workspace.mkdir()
-    try:
-        python = aegra_python()
-        redis = redis_server(tmp)
-        redis_url = redis.__enter__()
-    except AegraUnavailable as exc:
-        unavailable(str(exc))
-    env = instance_env(
-        pg_server.new_database(),
-        redis_url,
-        workspace,
-        pg_server.new_database(),  # APP_DB: Waypoint's own store, shared by the instances
-        APP_NOW=PINNED_NOW,
-        TZ="UTC",
-        USER=TEST_USER,
-        LOGNAME=TEST_USER,
-    )
-    started: list[Instance] = []
-    try:
-        # One after the other: the first runs Aegra's migrations on the empty database.
-        started.append(start_instance(python, env, tmp, "a"))
-        started.append(start_instance(python, env, tmp, "b"))
-        yield Aegra(started[0], started[1], workspace)
-    finally:
-        for instance in started:
-            instance.stop()
-        redis.__exit__(None, None, None)
+    with contextlib.ExitStack() as stack:
+        try:
+            pair = stack.enter_context(aegra_pair(pg_server, tmp, workspace))
+        except AegraUnavailable as exc:
+            unavailable(str(exc))
+        yield Aegra(pair.a, pair.b, workspace)
 
 
 def test_the_sdk_scenario_runs_on_aegra(aegra: Aegra):

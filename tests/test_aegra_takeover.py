@@ -22,13 +22,10 @@ from langgraph_sdk import get_sync_client
 from tests.aegra_servers import (
     AegraUnavailable,
     Instance,
-    aegra_python,
-    instance_env,
-    redis_server,
-    start_instance,
+    Pair,
+    aegra_pair,
     unavailable,
 )
-from tests.conftest import PINNED_NOW, TEST_USER
 from tests.openai_server import OpenAIServer, text, tool_call, tool_calls
 from tests.pg_server import Server
 from tests.sdk_scenario import user
@@ -105,22 +102,20 @@ def holding_weather() -> Iterator[HoldingWeather]:
 
 @dataclass
 class Takeover:
-    a: Instance
-    b: Instance
+    pair: Pair
     workspace: Path
-    database_url: str
     model: OpenAIServer
     weather: HoldingWeather
 
     def instance_running(self, run_id: str) -> Instance:
         """The instance whose worker holds the run's lease (Aegra's runs.claimed_by names its pid)."""
-        with psycopg.connect(self.database_url) as conn:
+        with psycopg.connect(self.pair.database_url) as conn:
             row = conn.execute(
                 "SELECT claimed_by FROM runs WHERE run_id = %s", (run_id,)
             ).fetchone()
         found = re.search(r"-(\d+)-worker-\d+$", (row or [""])[0] or "")
         assert found, f"run {run_id} is claimed by no worker: {row}"
-        [running] = [i for i in (self.a, self.b) if i.pid == int(found.group(1))]
+        [running] = [i for i in (self.pair.a, self.pair.b) if i.pid == int(found.group(1))]
         return running
 
 
@@ -129,38 +124,20 @@ def takeover(pg_server: Server, tmp_path: Path) -> Iterator[Takeover]:
     workspace = tmp_path / "workspace"
     workspace.mkdir()
     (workspace / COUNTER).write_text("END")
-    try:
-        python = aegra_python()
-    except AegraUnavailable as exc:
-        unavailable(str(exc))
-    database_url = pg_server.new_database()
-    with (
-        redis_server(tmp_path) as redis_url,
-        OpenAIServer() as model,
-        holding_weather() as weather,
-    ):
-        env = instance_env(
-            database_url,
-            redis_url,
-            workspace,
-            pg_server.new_database(),
-            OPENAI_BASE_URL=model.base_url,
-            OPENAI_API_KEY="sk-test",
-            APP_WEATHER_BACKEND="open-meteo",
-            APP_WEATHER_URL=weather.url,
-            APP_NOW=PINNED_NOW,
-            TZ="UTC",
-            USER=TEST_USER,
-            LOGNAME=TEST_USER,
-        )
-        started: list[Instance] = []
+    with contextlib.ExitStack() as stack:
+        model = stack.enter_context(OpenAIServer())
+        weather = stack.enter_context(holding_weather())
+        services = {
+            "OPENAI_BASE_URL": model.base_url,
+            "OPENAI_API_KEY": "sk-test",
+            "APP_WEATHER_BACKEND": "open-meteo",
+            "APP_WEATHER_URL": weather.url,
+        }
         try:
-            started.append(start_instance(python, env, tmp_path, "a"))
-            started.append(start_instance(python, env, tmp_path, "b"))
-            yield Takeover(started[0], started[1], workspace, database_url, model, weather)
-        finally:
-            for instance in started:
-                instance.stop()
+            pair = stack.enter_context(aegra_pair(pg_server, tmp_path, workspace, **services))
+        except AegraUnavailable as exc:
+            unavailable(str(exc))
+        yield Takeover(pair, workspace, model, weather)
 
 
 def wait_for(condition, what: str, seconds: float = 60) -> None:  # type: ignore[no-untyped-def]
@@ -188,7 +165,7 @@ def test_a_killed_instances_turn_is_taken_over_and_its_side_effect_runs_once(tak
         *[text("done")] * 3,
     )
     counter = takeover.workspace / COUNTER
-    client = get_sync_client(url=takeover.a.base, timeout=90)
+    client = get_sync_client(url=takeover.pair.a.base, timeout=90)
     tid = client.threads.create()["thread_id"]
     context = {"model": "openai:gpt-test", "approval": "auto"}
     run = client.runs.create(tid, "waypoint", input=user("count and weather"), context=context)
@@ -198,7 +175,7 @@ def test_a_killed_instances_turn_is_taken_over_and_its_side_effect_runs_once(tak
     victim = takeover.instance_running(run["run_id"])
     victim.kill()
     takeover.weather.release.set()
-    survivor = takeover.b if victim is takeover.a else takeover.a
+    survivor = takeover.pair.other(victim)
 
     other = get_sync_client(url=survivor.base, timeout=90)
     wait_for(
