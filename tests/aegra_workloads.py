@@ -3,6 +3,7 @@ linear history kept), turns on threads of their own (runs/s), and a count of the
 
 from __future__ import annotations
 
+import statistics
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -93,13 +94,14 @@ def linear_history_questions(client: SyncLangGraphClient, thread_id: str) -> set
 def own_thread_runs_per_second(
     clients: list[SyncLangGraphClient], *, n_clients: int, runs_per_client: int
 ) -> float:
-    """Runs/s of `n_clients` clients, each on a thread of its own, alternating the instances."""
+    """Runs/s of `n_clients` clients, each on a thread of its own, alternating the instances.
+    Streamed: Aegra 0.11 answers `runs.wait` only at its next 2 s poll of the run's end (Redis)."""
 
     def client_turns(k: int) -> None:
         tid = clients[k % len(clients)].threads.create()["thread_id"]
         for r in range(runs_per_client):
             client = clients[(k + r) % len(clients)]
-            client.runs.wait(tid, "waypoint", input=user(f"what is {k} plus {r}"))
+            list(client.runs.stream(tid, "waypoint", input=user(f"what is {k} plus {r}")))
 
     started = time.monotonic()
     with ThreadPoolExecutor(n_clients) as pool:
@@ -140,3 +142,17 @@ class _CountingResource:
             return self._counter.record(f"{self._name}.{method}", lambda: target(*args, **kwargs))
 
         return counted
+
+
+def seconds_per_turn(client: SyncLangGraphClient, *, turns: int) -> dict[str, float]:
+    """Median seconds of one turn, by `runs.wait` and by `runs.stream` (read to its end)."""
+    tid = client.threads.create()["thread_id"]
+    times: dict[str, list[float]] = {"wait": [], "stream": []}
+    for i in range(turns):
+        for how in times:
+            started = time.monotonic()
+            call = getattr(client.runs, how)(tid, "waypoint", input=user(f"what is {i} plus 1"))
+            if how == "stream":
+                list(call)
+            times[how].append(time.monotonic() - started)
+    return {how: round(statistics.median(seconds), 2) for how, seconds in times.items()}
