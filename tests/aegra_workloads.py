@@ -32,9 +32,9 @@ class Done:
 def shared_thread_workload(
     clients: list[SyncLangGraphClient], thread_id: str, *, n_clients: int, runs_per_client: int
 ) -> Done:
-    """`n_clients` clients, each sending `runs_per_client` turns to ONE thread, alternating the
-    instances; a turn refused (409, or a run that failed, e.g. a guard's retryable error) is sent
-    again."""
+    """`n_clients` clients, each streaming `runs_per_client` turns to ONE thread, alternating the
+    instances; a turn refused (409, or a run that ends in an error event, e.g. a guard's retryable
+    error) is sent again."""
     done = Done()
 
     def client_turns(k: int) -> None:
@@ -54,12 +54,14 @@ def _send_until_accepted(
 ) -> bool:
     for attempt in range(MAX_ATTEMPTS):
         try:
-            client.runs.wait(thread_id, "waypoint", input=user(question))
-            return True
+            parts = list(client.runs.stream(thread_id, "waypoint", input=user(question)))
         except ConflictError as exc:
             failure = f"409: {exc}"
-        except Exception as exc:  # the SDK raises a bare Exception for a run that failed
-            failure = str(exc).splitlines()[0]
+        else:
+            errors = [p.data for p in parts if p.event == "error"]
+            if not errors:
+                return True
+            failure = str(errors[0])[:300]
         with done.lock:
             done.retries += 1
             done.failures.append(failure)
