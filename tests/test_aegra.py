@@ -29,6 +29,8 @@ from tests.test_langgraph_api import expected_outcome
 
 REPO = Path(__file__).resolve().parent.parent
 PORTABLE = "./app/portable.py"
+# Two instances start in the first test's setup: more than the suite's 120 s under heavy load.
+pytestmark = pytest.mark.timeout(300)
 
 
 def deployment_file(name: str) -> dict:
@@ -111,6 +113,9 @@ def test_a_thread_continues_across_instances(aegra: Aegra):
     run = a.runs.create(tid, "waypoint", input=user("what is 3 times 3"))
     assert answer(b.runs.join(tid, run["run_id"])) == "3 * 3 = 9"
     assert b.runs.get(tid, run["run_id"])["status"] == "success"
+    streamed = a.runs.create(tid, "waypoint", input=user("what is 5 minus 1"))
+    parts = list(b.runs.join_stream(tid, streamed["run_id"], stream_mode="values"))
+    assert answer([p.data for p in parts if p.event == "values"][-1]) == "5 - 1 = 4"
 
 
 def test_an_approval_raised_on_one_instance_is_resumed_on_the_other(aegra: Aegra):

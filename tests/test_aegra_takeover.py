@@ -32,6 +32,9 @@ from tests.sdk_scenario import user
 
 HELD_SECONDS = 30  # longest a forecast is held; the tool's own timeout (5 s) ends it sooner
 COUNTER = "counter.txt"
+pytestmark = pytest.mark.timeout(
+    300
+)  # two instances' start-up and a take-over: beyond 120 s when loaded
 
 
 class SideEffectRepeatedError(AssertionError):
