@@ -49,6 +49,10 @@ def langgraph_dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[st
     assert LANGGRAPH, "langgraph-cli[inmem] is required here (WAYPOINT_REQUIRE_LANGGRAPH)"
     tmp = tmp_path_factory.mktemp("langgraph-dev")
     workspace = with_notes(tmp / "workspace")
+    # langgraph dev resolves langgraph.json's `./app/portable.py` against its working directory
+    # (a user runs it from the repository's root); here that directory is a fresh one, for the
+    # runtime's own files, so it links to the repository's app/.
+    (tmp / "app").symlink_to(REPO / "app", target_is_directory=True)
     port = free_port()
     env = {
         **os.environ,

@@ -44,7 +44,7 @@ def test_langgraph_json_names_one_graph_per_strategy_with_a_json_context_schema(
     assert set(spec["graphs"]) == set(GRAPHS)
     for name, target in spec["graphs"].items():
         path, _, attribute = target.partition(":")
-        assert path == "app.portable" and attribute == GRAPHS[name]
+        assert path == "./app/portable.py" and attribute == GRAPHS[name]
         schema = getattr(portable, attribute).get_context_jsonschema()
         fields = schema["properties"]
         assert fields["max_iterations"]["default"] == 8  # the environment's, shown

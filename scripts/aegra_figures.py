@@ -1,0 +1,101 @@
+"""The Aegra figures of docs/notes/aegra.md: SDK calls that work, runs/s on one and two instances, and
+turns lost on one shared thread. Run from the repository after scripts/aegra_env.sh:
+    PYTHONPATH=. python scripts/aegra_figures.py [--runs-per-client 10]"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+from langgraph_sdk import get_sync_client
+
+from tests.aegra_servers import aegra_python, instance_env, redis_server, start_instance
+from tests.aegra_workloads import (
+    CountingClient,
+    linear_history_questions,
+    own_thread_runs_per_second,
+    seconds_per_turn,
+    shared_thread_workload,
+)
+from tests.pg_server import session_server
+from tests.sdk_scenario import run_scenario
+
+N_CLIENTS = 4
+
+
+def sdk_census(base: str, workspace: Path) -> dict:
+    (workspace / "notes.txt").write_text("old")
+    client = CountingClient(get_sync_client(url=base, timeout=90))
+    run_scenario(base, "census", client)
+    failing = [f"{name} ({outcome})" for name, outcome in client.calls if outcome != "ok"]
+    kinds = Counter(name for name, _ in client.calls)
+    return {
+        "calls": len(client.calls),
+        "working": len(client.calls) - len(failing),
+        "distinct_methods": len(kinds),
+        "failing": failing,
+    }
+
+
+def lost_on_one_thread(bases: list[str], runs_per_client: int) -> dict:
+    clients = [get_sync_client(url=base, timeout=90) for base in bases]
+    tid = clients[0].threads.create()["thread_id"]
+    done = shared_thread_workload(
+        clients, tid, n_clients=N_CLIENTS, runs_per_client=runs_per_client
+    )
+    kept = linear_history_questions(clients[0], tid)
+    lost = [q for q in done.succeeded if q not in kept]
+    total = N_CLIENTS * runs_per_client
+    return {"succeeded": f"{len(done.succeeded)}/{total}", "lost": f"{len(lost)}/{total}"}
+
+
+def runs_per_second(bases: list[str], runs_per_client: int, repeats: int = 3) -> list[float]:
+    """Each of `repeats` measures: one alone is noise on a machine others share."""
+    clients = [get_sync_client(url=base, timeout=90) for base in bases]
+    return [
+        round(
+            own_thread_runs_per_second(
+                clients, n_clients=N_CLIENTS, runs_per_client=runs_per_client
+            ),
+            1,
+        )
+        for _ in range(repeats)
+    ]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs-per-client", type=int, default=10)
+    runs = parser.parse_args().runs_per_client
+    figures: dict = {"clients": N_CLIENTS, "runs_per_client": runs}
+    with contextlib.ExitStack() as stack:
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="aegra-figures-")))
+        workspace = tmp / "workspace"
+        workspace.mkdir()
+        pg = stack.enter_context(session_server())
+        redis_url = stack.enter_context(redis_server(tmp))
+        env = instance_env(pg.new_database(), redis_url, workspace, pg.new_database())
+        python = aegra_python()
+        a = start_instance(python, env, tmp, "a")
+        stack.callback(a.stop)
+        # One instance alone first: with Redis, any instance's workers take any instance's runs.
+        figures["sdk_calls_one_instance"] = sdk_census(a.base, workspace)
+        figures["seconds_per_turn"] = seconds_per_turn(get_sync_client(url=a.base), turns=5)
+        figures["runs_per_s_one_instance"] = runs_per_second([a.base], runs)
+        figures["shared_thread_one_instance"] = lost_on_one_thread([a.base], runs)
+        b = start_instance(python, env, tmp, "b")
+        stack.callback(b.stop)
+        figures["runs_per_s_two_instances"] = runs_per_second([a.base, b.base], runs)
+        figures["shared_thread_two_instances"] = lost_on_one_thread([a.base, b.base], runs)
+    json.dump(figures, sys.stdout, indent=2)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,160 @@
+"""Workloads for Aegra through the official SDK: several clients' turns on one thread (with what the
+linear history kept), turns on threads of their own (runs/s), and a count of the SDK calls that work."""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from langgraph_sdk.client import SyncLangGraphClient
+from langgraph_sdk.errors import ConflictError
+
+from tests.sdk_scenario import user
+
+MAX_ATTEMPTS = 20  # per turn: a busy or refused turn is sent again, up to this many times
+
+
+@dataclass
+class Done:
+    """The questions whose runs succeeded, the retries it took, and the failures retried."""
+
+    succeeded: list[str] = field(default_factory=list)
+    retries: int = 0
+    failures: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def shared_thread_workload(
+    clients: list[SyncLangGraphClient], thread_id: str, *, n_clients: int, runs_per_client: int
+) -> Done:
+    """`n_clients` clients, each streaming `runs_per_client` turns to ONE thread, alternating the
+    instances; a turn refused (409, or a run that ends in an error event, e.g. a guard's retryable
+    error) is sent again."""
+    done = Done()
+
+    def client_turns(k: int) -> None:
+        for r in range(runs_per_client):
+            question = f"what is {100 * (k + 1) + r} plus 1"
+            if _send_until_accepted(clients[(k + r) % len(clients)], thread_id, question, done):
+                with done.lock:
+                    done.succeeded.append(question)
+
+    with ThreadPoolExecutor(n_clients) as pool:
+        list(pool.map(client_turns, range(n_clients)))
+    return done
+
+
+def _send_until_accepted(
+    client: SyncLangGraphClient, thread_id: str, question: str, done: Done
+) -> bool:
+    for attempt in range(MAX_ATTEMPTS):
+        try:
+            parts = list(client.runs.stream(thread_id, "waypoint", input=user(question)))
+        except ConflictError as exc:
+            failure = f"409: {exc}"
+        else:
+            errors = [p.data for p in parts if p.event == "error"]
+            if not errors:
+                return True
+            failure = str(errors[0])[:300]
+        with done.lock:
+            done.retries += 1
+            done.failures.append(failure)
+        time.sleep(0.05 * (attempt + 1))  # backoff for a busy thread, not an ordering
+    return False
+
+
+def linear_history_questions(client: SyncLangGraphClient, thread_id: str) -> set[str]:
+    """The user messages on the thread's linear history: from the head through the parents."""
+    history = {
+        h["checkpoint"]["checkpoint_id"]: h
+        for h in client.threads.get_history(thread_id, limit=1000)
+    }
+    questions: set[str] = set()
+    checkpoint: str | None = client.threads.get_state(thread_id)["checkpoint"]["checkpoint_id"]
+    for _ in range(len(history)):
+        if checkpoint is None:
+            return questions
+        snapshot = history[checkpoint]
+        questions |= {
+            m["content"] for m in snapshot["values"].get("messages", []) if m["type"] == "human"
+        }
+        parent = snapshot.get("parent_checkpoint") or {}
+        checkpoint = parent.get("checkpoint_id")
+    if checkpoint is not None:
+        raise AssertionError(
+            f"the history of {thread_id} loops or goes past {len(history)} entries"
+        )
+    return questions
+
+
+def own_thread_runs_per_second(
+    clients: list[SyncLangGraphClient], *, n_clients: int, runs_per_client: int
+) -> float:
+    """Runs/s of `n_clients` clients, each on a thread of its own, alternating the instances.
+    Streamed: Aegra 0.11 answers `runs.wait` only at its next 2 s poll of the run's end (Redis)."""
+
+    def client_turns(k: int) -> None:
+        tid = clients[k % len(clients)].threads.create()["thread_id"]
+        for r in range(runs_per_client):
+            client = clients[(k + r) % len(clients)]
+            list(client.runs.stream(tid, "waypoint", input=user(f"what is {k} plus {r}")))
+
+    started = time.monotonic()
+    with ThreadPoolExecutor(n_clients) as pool:
+        list(pool.map(client_turns, range(n_clients)))
+    return n_clients * runs_per_client / (time.monotonic() - started)
+
+
+class CountingClient:
+    """An SDK client that records each call it makes as working (no exception) or not."""
+
+    def __init__(self, client: SyncLangGraphClient) -> None:
+        self._client = client
+        self.calls: list[tuple[str, str]] = []  # (resource.method, "ok" or the error)
+
+    def __getattr__(self, resource: str) -> Any:
+        return _CountingResource(self, resource, getattr(self._client, resource))
+
+    def record(self, name: str, call: Callable[[], Any]) -> Any:
+        try:
+            result = call()
+            if isinstance(result, Iterator):
+                result = iter(list(result))  # a stream's failures happen while it is read
+        except Exception as exc:
+            self.calls.append((name, f"{type(exc).__name__}: {exc}"))
+            raise
+        self.calls.append((name, "ok"))
+        return result
+
+
+class _CountingResource:
+    def __init__(self, counter: CountingClient, name: str, resource: Any) -> None:
+        self._counter, self._name, self._resource = counter, name, resource
+
+    def __getattr__(self, method: str) -> Callable[..., Any]:
+        target = getattr(self._resource, method)
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            return self._counter.record(f"{self._name}.{method}", lambda: target(*args, **kwargs))
+
+        return counted
+
+
+def seconds_per_turn(client: SyncLangGraphClient, *, turns: int) -> dict[str, float]:
+    """Median seconds of one turn, by `runs.wait` and by `runs.stream` (read to its end)."""
+    tid = client.threads.create()["thread_id"]
+    times: dict[str, list[float]] = {"wait": [], "stream": []}
+    for i in range(turns):
+        for how in times:
+            started = time.monotonic()
+            call = getattr(client.runs, how)(tid, "waypoint", input=user(f"what is {i} plus 1"))
+            if how == "stream":
+                list(call)
+            times[how].append(time.monotonic() - started)
+    return {how: round(statistics.median(seconds), 2) for how, seconds in times.items()}
