@@ -82,6 +82,9 @@ class Settings(RunSettings, BaseSettings):
     tool_protocol: Literal["native", "react"] = "native"
     mcp_config: Path | None = None
     search_backend: Literal["local", "ddgs", "tavily"] = "local"
+    # On an engine whose store API scopes items by authenticated user (Aegra): "user" keeps
+    # long-term memory under that scope, ("users", identity, "memories", user), where it is found.
+    memory_scope: Literal["none", "user"] = "none"
     weather_backend: Literal["offline", "open-meteo"] = "offline"
     busy_timeout: float = Field(5.0, ge=0, le=3600)
     strategy: StrategyName = "react"

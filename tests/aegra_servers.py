@@ -152,6 +152,7 @@ def instance_env(
         "REDIS_URL": redis_url,
         "APP_DB": app_db,
         "APP_WORKSPACE": str(workspace),
+        "APP_MEMORY_SCOPE": "user",  # Aegra's store API keeps items under ("users", identity)
         "PYTHONPATH": str(REPO),
         "LOG_LEVEL": "WARNING",
         "CRON_ENABLED": "false",

@@ -144,12 +144,6 @@ class TurnsLostError(AssertionError):
     """Turns that succeeded are missing from the thread's linear history."""
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=MemoryNotInStoreError,
-    reason="issue 29 item 2 (engineer memstore): the memory tools write to APP_DB, not to the "
-    "server's store (runtime.store)",
-)
 def test_a_memory_is_in_the_servers_store_seen_from_either_instance(aegra: Aegra):
     a = aegra.client(aegra.a)
     tid = a.threads.create()["thread_id"]
@@ -159,7 +153,7 @@ def test_a_memory_is_in_the_servers_store_seen_from_either_instance(aegra: Aegra
         input=user("remember that my favourite colour is green"),
         context={"user": "alice"},
     )
-    assert said["status"] == "answered"
+    assert said["status"] == "answered", said
     for instance in (aegra.a, aegra.b):
         found = aegra.client(instance).store.search_items(["memories", "alice"])["items"]
         if not any("green" in json.dumps(item["value"]) for item in found):

@@ -255,3 +255,27 @@ def test_an_async_servers_store_serves_the_tools_as_langgraphs_server_runs_them(
         ["my favourite colour is green"],
         "1. my favourite colour is green",
     )
+
+
+def test_with_the_user_scope_memory_lives_under_the_engines_scope_of_the_authenticated_user():
+    """Aegra's store API keeps a user's items under ("users", identity): APP_MEMORY_SCOPE=user
+    writes there, so the API (scoped the same way) finds them, and recall reads them back."""
+    from langgraph.func import entrypoint
+
+    store = InMemoryStore()
+    remember, recall = make_memory_tools("alice", scope="user")
+
+    @entrypoint(store=store)
+    def turn(text: str) -> str:
+        if text.startswith("remember"):
+            return remember.invoke({"fact": "my favourite colour is green"})
+        return recall.invoke({"query": "favourite colour"})
+
+    config = {"configurable": {"user_id": "anonymous"}}
+    assert turn.invoke("remember", config).startswith("remembered")
+    [item] = store.search(("users", "anonymous", "memories"))
+    assert item.namespace == ("users", "anonymous", "memories", "alice")
+    assert "green" in turn.invoke("recall", config)
+    assert store.search(("memories",)) == []  # nothing outside the scope
+    with pytest.raises(ToolError, match="authenticated user"):
+        turn.invoke("recall", {"configurable": {}})

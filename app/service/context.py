@@ -51,7 +51,7 @@ def make_context(
                 search=make_backend(settings.search_backend, settings.corpus_path),
                 weather_backend=settings.weather_backend,
             ),
-            *(make_memory_tools(user) if memory else []),
+            *(make_memory_tools(user, scope=settings.memory_scope) if memory else []),
             *extra_tools,
         ],
         system_prompt=SYSTEM_PROMPT,

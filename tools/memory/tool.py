@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import threading
+import weakref
 from collections.abc import Iterator, Sequence
+from typing import Literal
 
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.store.base import BaseStore
@@ -15,10 +18,12 @@ from pydantic import BaseModel, Field
 from tools.errors import ToolError, ToolInputError
 from tools.memory.graph_store import memory_of
 from tools.memory.item import MemoryItem, user_label
+from tools.memory.scoped import ScopedStore
 from tools.memory.store import MAX_FACT_CHARS, MemoryStore
 from tools.memory.text import clean_text
 
 MAX_RECALL = 20
+MemoryScope = Literal["none", "user"]
 
 
 @contextlib.contextmanager
@@ -58,9 +63,10 @@ def format_recall(query: str, items: Sequence[MemoryItem]) -> str:
     )
 
 
-def run_store() -> BaseStore:
-    """The store of the graph run this tool call belongs to."""
-    from langgraph.config import get_store
+def run_store(scope: MemoryScope = "none") -> BaseStore:
+    """The store of the graph run this tool call belongs to; with the scope `user`, seen under
+    the engine's scope of the run's authenticated user, ("users", identity)."""
+    from langgraph.config import get_config, get_store
 
     try:
         store = get_store()
@@ -71,16 +77,52 @@ def run_store() -> BaseStore:
             "long-term memory is not available in this run (its graph has no store); "
             "carry on without it"
         )
-    return store
+    if scope == "none":
+        return store
+    return scoped(store, ("users", authenticated_identity(get_config())))
 
 
-def make_memory_tools(user: str, store: MemoryStore | BaseStore | None = None) -> list[BaseTool]:
+def authenticated_identity(config: dict) -> str:
+    """The identity of the user the engine authenticated for this run (LangGraph's
+    `langgraph_auth_user`, or Aegra's `user_id`)."""
+    configurable = config.get("configurable") or {}
+    user = configurable.get("langgraph_auth_user")
+    identity = user.get("identity") if isinstance(user, dict) else getattr(user, "identity", None)
+    identity = identity or configurable.get("user_id")
+    if not isinstance(identity, str) or not identity:
+        raise ToolError(
+            "long-term memory is scoped to the authenticated user (APP_MEMORY_SCOPE=user), but "
+            "this run has none; carry on without it"
+        )
+    return identity
+
+
+def scoped(store: BaseStore, prefix: tuple[str, ...]) -> BaseStore:
+    """One view per store and prefix, so what memory_of keeps per store carries over."""
+    with _scoping:
+        try:
+            views = _views.setdefault(store, {})
+        except TypeError:  # a store that cannot be weakly referenced
+            return ScopedStore(store, prefix)
+        return views.setdefault(prefix, ScopedStore(store, prefix))
+
+
+_views: weakref.WeakKeyDictionary[BaseStore, dict[tuple[str, ...], ScopedStore]] = (
+    weakref.WeakKeyDictionary()
+)
+_scoping = threading.Lock()
+
+
+def make_memory_tools(
+    user: str, store: MemoryStore | BaseStore | None = None, scope: MemoryScope = "none"
+) -> list[BaseTool]:
     """Build the remember and recall tools, bound to ``user``'s long-term memory in the store of
-    the graph run that calls them (``store``: this one instead, for calls outside a graph)."""
+    the graph run that calls them (``store``: this one instead, for calls outside a graph), under
+    the engine's scope of the authenticated user with ``scope`` `user`."""
     user_label(user)
 
     def memory() -> MemoryStore:
-        return memory_of(store if store is not None else run_store())
+        return memory_of(store if store is not None else run_store(scope))
 
     def remember(fact: str) -> str:
         """Save a fact to long-term memory so it is available in later conversations and threads."""
