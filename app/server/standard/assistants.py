@@ -99,18 +99,32 @@ def routes() -> APIRouter:
     @api.get("/assistants/{assistant_id}/schemas")
     def schemas(assistant_id: str) -> dict:
         found = assistant(assistant_id)
-        compiled = found.graph()
-        state = state_jsonschema(compiled)
+        return graph_schemas(found.graph_id, found.graph())
+
+    @api.get("/assistants/{assistant_id}/subgraphs")
+    @api.get("/assistants/{assistant_id}/subgraphs/{namespace}")
+    def subgraphs(assistant_id: str, namespace: str | None = None, recurse: bool = False) -> dict:
+        """The schemas of the graph's subgraphs, by namespace (a strategy's tool loop)."""
+        found = assistant(assistant_id)
         return {
-            "graph_id": found.graph_id,
-            "input_schema": state,
-            "output_schema": state,
-            "state_schema": state,
-            "config_schema": None,
-            "context_schema": compiled.get_context_jsonschema(),
+            name: graph_schemas(found.graph_id, subgraph)
+            for name, subgraph in found.graph().get_subgraphs(namespace=namespace, recurse=recurse)
         }
 
     return api
+
+
+def graph_schemas(graph_id: str, compiled: CompiledStateGraph) -> dict:
+    """A graph's schemas as LangGraph's server gives them (state fields as input and output)."""
+    state = state_jsonschema(compiled)
+    return {
+        "graph_id": graph_id,
+        "input_schema": state,
+        "output_schema": state,
+        "state_schema": state,
+        "config_schema": None,
+        "context_schema": compiled.get_context_jsonschema(),
+    }
 
 
 def state_jsonschema(graph: CompiledStateGraph) -> dict:

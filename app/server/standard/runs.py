@@ -18,26 +18,37 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
-from langgraph.types import StateSnapshot
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from langchain_core.messages import BaseMessage
+from langgraph.types import Command, Send, StateSnapshot
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from app.config import Settings
 from app.errors import AppError, ConflictError, NotFoundError, UsageError
 from app.server.errors import ForbiddenError, error_body
 from app.server.standard.assistants import assistant
-from app.server.standard.wire import jsonable, user_text
+from app.server.standard.wire import checkpoint_json, jsonable, user_message_id, user_text
 from app.service import api
 from app.service.context import only_tools
 from app.service.events import (
+    GRAPH_MODES,
     Event,
+    GraphChunk,
     MessageOut,
     NodeFailed,
     NodeUpdate,
     Notice,
     StateValues,
     Token,
+    TurnEnd,
     as_json,
 )
 from app.service.replay import rerun_at_once
@@ -47,9 +58,21 @@ from graphs.spec import RunSpec
 from tools import side_effect_names
 
 log = logging.getLogger("waypoint.server")
+RUN_SPEC_FIELDS = frozenset(RunSpec.__dataclass_fields__)
 
-StreamMode = Literal["values", "updates", "messages-tuple", "custom"]
-SUPPORTED_MODES = ("values", "updates", "messages-tuple", "custom")
+StreamMode = Literal[
+    "values",
+    "updates",
+    "messages",
+    "messages-tuple",
+    "custom",
+    "events",
+    "debug",
+    "tasks",
+    "checkpoints",
+]
+SUPPORTED_MODES: tuple[str, ...] = get_args(StreamMode)
+COMMAND_FIELDS = ("update", "goto", "resume", "graph")
 END = "__end__"
 MAX_KEPT_EVENTS = 20_000  # per run, for late joiners; a longer run keeps its newest ones
 
@@ -70,9 +93,10 @@ class RunRequest(BaseModel):
     stream_subgraphs: bool = False
     checkpoint_id: str | None = None
     checkpoint: dict | None = None
-    multitask_strategy: Literal["reject", "enqueue", "interrupt"] | None = None
+    multitask_strategy: Literal["reject", "enqueue", "interrupt", "rollback"] | None = None
     if_not_exists: Literal["reject", "create"] = "reject"
     on_disconnect: Literal["cancel", "continue"] = "continue"
+    on_completion: Literal["delete", "keep"] = "delete"  # a stateless run's thread
     interrupt_before: Any = None
     interrupt_after: Any = None
     # Waypoint's own: from an earlier checkpoint, leave the workspace files as they are
@@ -81,6 +105,9 @@ class RunRequest(BaseModel):
     keep_files: bool = False
     force: bool = False
     confirm: bool | None = None
+    # Waypoint's own: end the custom stream with a `final` event (the turn's status and answer),
+    # for the page; LangGraph's server sends no such event, so it is only sent when asked.
+    final_event: bool = False
 
     @field_validator("stream_mode", mode="before")
     @classmethod
@@ -95,12 +122,68 @@ class RunRequest(BaseModel):
 
     @field_validator("interrupt_before", "interrupt_after")
     @classmethod
-    def _no_breakpoints(cls, value: Any) -> Any:
-        if value:
+    def _breakpoints(cls, value: Any) -> Any:
+        if value in (None, "*") or (
+            isinstance(value, list) and all(isinstance(n, str) for n in value)
+        ):
+            return value or None
+        raise ValueError('give a list of node names, or "*" for every node')
+
+    @field_validator("command")
+    @classmethod
+    def _command(cls, value: dict | None) -> dict | None:
+        """LangGraph's fields; those present but null or empty (as RemoteGraph sends them) are
+        left out, and `graph` (which graph the command is for) names this one."""
+        if value is None:
+            return None
+        unknown = set(value) - set(COMMAND_FIELDS)
+        if unknown:
             raise ValueError(
-                "breakpoints are not supported; risky tool calls interrupt by themselves"
+                f"unknown command fields {sorted(unknown)}; use {', '.join(COMMAND_FIELDS[:3])}"
             )
-        return value
+        kept = {k: v for k, v in value.items() if k != "graph" and v not in (None, [], {}, "")}
+        if not kept:
+            raise ValueError('send "resume", "update" or "goto" in the command')
+        return kept
+
+    @model_validator(mode="after")
+    def _configurable_as_context(self) -> RunRequest:
+        """Run settings sent in config.configurable count as context (as langgraph dev copies
+        them); the context's own win."""
+        configurable = (self.config or {}).get("configurable") or {}
+        chosen = {k: v for k, v in configurable.items() if k in RUN_SPEC_FIELDS}
+        if chosen:
+            self.context = {**chosen, **(self.context or {})}
+        return self
+
+    @property
+    def graph_options(self) -> dict:
+        """LangGraph's run options the graph itself takes (breakpoints)."""
+        return {
+            name: value
+            for name, value in (
+                ("interrupt_before", self.interrupt_before),
+                ("interrupt_after", self.interrupt_after),
+            )
+            if value
+        }
+
+    def graph_command(self) -> Command:
+        """The command as LangGraph's own server maps it (goto names or sends, update pairs)."""
+        command = self.command or {}
+        goto = command.get("goto")
+        goto = goto if isinstance(goto, list) else [goto] if goto is not None else []
+        update = command.get("update")
+        if isinstance(update, list):
+            update = [tuple(pair) for pair in update]
+        try:
+            return Command(
+                update=update,
+                goto=[g if isinstance(g, str) else Send(g["node"], g["input"]) for g in goto],
+                resume=command.get("resume"),
+            )
+        except (KeyError, TypeError) as exc:
+            raise UsageError(f'command.goto: a node name or {{"node", "input"}} ({exc})') from None
 
     @property
     def start_checkpoint(self) -> str | None:
@@ -134,6 +217,7 @@ class Run:
     values: Any = None
     error: AppError | None = None
     stop: threading.Event = field(default_factory=threading.Event)
+    rollback: bool = False  # cancelled with action rollback: what it wrote is deleted
     done: threading.Event = field(default_factory=threading.Event)
     # set by the first event after the metadata (output, an error, or the end)
     answered: threading.Event = field(default_factory=threading.Event)
@@ -232,14 +316,11 @@ def start_run(settings: Settings, runs: Runs, thread_id: str, request: RunReques
     context, a missing thread, a busy one with `reject`) are raised here, before anything runs."""
     found = assistant(request.assistant_id)
     spec = request.spec()
-    if request.command is not None and set(request.command) - {"resume"}:
-        raise UsageError(
-            'only command.resume is supported (answer an interrupt with {"resume": …})'
-        )
-    if request.input is None and request.command is None and request.start_checkpoint is None:
-        raise UsageError('send "input", a "command" to resume, or a "checkpoint_id" to re-run from')
-    if request.input is not None:
-        user_text(request.input)  # a bad input is a 400 now, not an error event later
+    if request.input is not None:  # a bad input is a 400 now, not an error event later
+        user_text(request.input)
+        user_message_id(request.input)
+    if request.command is not None:
+        request.graph_command()
     policy = _policy(settings, spec, request.chosen)
     _thread_must_exist(settings, thread_id, request.if_not_exists)
     strategy = request.multitask_strategy or "enqueue"
@@ -249,7 +330,8 @@ def start_run(settings: Settings, runs: Runs, thread_id: str, request: RunReques
             f"thread {thread_id} is running run {active.run_id}; wait for it, or send "
             '"multitask_strategy": "enqueue" or "interrupt"'
         )
-    if active is not None and strategy == "interrupt":
+    if active is not None and strategy in ("interrupt", "rollback"):
+        active.rollback = strategy == "rollback"
         runs.cancel(active)
     run = Run(
         str(uuid.uuid4()),
@@ -317,8 +399,11 @@ def _work(
             with _runtime(settings, spec, policy, request.chosen) as runtime:
                 session = runtime.session(run.thread_id, _strategy_of(request, strategy))
                 session.stop = run.stop
-                sink = StandardSink(run, request.stream_mode, request.stream_subgraphs)
-                _dispatch(runtime, session, sink, request, settings)
+                sink = StandardSink(
+                    run, request.stream_mode, request.stream_subgraphs, request.final_event
+                )
+                with _undone_if_rolled_back(run, runtime):
+                    _dispatch(runtime, _for_client(session, run, request), sink, request, settings)
         run.set_status("success")
     except TurnInterrupted:
         run.set_status("interrupted")
@@ -392,10 +477,13 @@ def _dispatch(
     settings: Settings,
 ) -> None:
     if request.command is not None:
-        session.resume_with(request.command.get("resume"), sink)
+        _command(session, sink, request)
         return
     checkpoint = request.start_checkpoint
     workspace = None if request.keep_files else settings.workspace
+    if request.input is None and checkpoint is None:
+        _continue(session, sink)
+        return
     if request.input is None:
         _replay(runtime, session, sink, request, workspace)
         return
@@ -407,7 +495,53 @@ def _dispatch(
             workspace=workspace,
             force=request.force,
         )
-    session.run_turn(user_text(request.input), sink)
+    text, message_id = user_text(request.input), user_message_id(request.input)
+    session.run_turn(text, sink, message_id=message_id)
+
+
+def _for_client(session: ChatSession, run: Run, request: RunRequest) -> ChatSession:
+    """The session with the run's ids in its checkpoints' (and streamed messages') metadata, as
+    LangGraph's server writes them, and the client's breakpoints."""
+    found = assistant(run.assistant_id)
+    session.run_metadata = {
+        "run_id": run.run_id,
+        "thread_id": run.thread_id,
+        "graph_id": found.graph_id,
+        "assistant_id": found.assistant_id,
+    }
+    session.graph_options = request.graph_options
+    return session
+
+
+@contextlib.contextmanager
+def _undone_if_rolled_back(run: Run, runtime: Runtime) -> Iterator[None]:
+    """A run cancelled with action rollback leaves nothing: its checkpoints are deleted before
+    the thread's next run may start (the caller holds the thread's gate)."""
+    try:
+        yield
+    except TurnInterrupted:
+        if run.rollback:
+            api.undo_run(runtime.database, run.thread_id, run.run_id)
+        raise
+
+
+def _command(session: ChatSession, sink: StandardSink, request: RunRequest) -> None:
+    """A resume answers the paused approval; goto / update steer the graph (LangGraph's
+    Command), resuming as well when they come with a resume value."""
+    command = request.command or {}
+    if set(command) == {"resume"}:
+        session.resume_with(command["resume"], sink)
+        return
+    session.steer(request.graph_command(), sink)
+
+
+def _continue(session: ChatSession, sink: StandardSink) -> None:
+    """No input: go on from the head (past a breakpoint), as LangGraph runs a None input."""
+    if session.head.load().config["configurable"].get("checkpoint_id") is None:
+        raise UsageError(
+            f'thread {session.thread_id} has no turns yet; send "input" (or a "command")'
+        )
+    session.resume(sink)
 
 
 def _replay(
@@ -454,13 +588,22 @@ def _refuse_side_effects(session: ChatSession) -> Callable[[StateSnapshot], None
 
 
 class StandardSink:
-    """A run's events in LangGraph's stream modes, published on the run."""
+    """A run's events in LangGraph's stream modes, published on the run as LangGraph's server
+    sends them: `messages-tuple` as (message, metadata) pairs, `messages` as accumulated
+    `messages/partial` / `messages/complete` with their `messages/metadata` first, LangGraph's own
+    `debug`, `tasks` and `checkpoints` passed through, and `events` made from the same stream."""
 
     wants_values = True
 
-    def __init__(self, run: Run, modes: list[str], subgraphs: bool) -> None:
+    def __init__(
+        self, run: Run, modes: list[str], subgraphs: bool, final_event: bool = False
+    ) -> None:
         self.run, self.modes, self.subgraphs = run, set(modes), subgraphs
+        self.final_event = final_event
+        self.graph_modes = self.modes & GRAPH_MODES
         self._partial: list[str] = []
+        self._messages: dict[str, BaseMessage] = {}  # for `messages`: each message so far, by id
+        self._values: Any = None  # the last state, the `events` run's output
 
     def partial_answer(self) -> str:
         return "".join(self._partial)
@@ -468,11 +611,21 @@ class StandardSink:
     def emit(self, event: Event) -> None:
         if isinstance(event, Token) and event.text:
             self._partial.append(event.text)
+        if isinstance(event, StateValues) and not event.namespace:
+            self._values = event.values
+        if "events" in self.modes:
+            self._event(event)
+        if isinstance(event, Token | MessageOut) and "messages" in self.modes:
+            self._whole_message(event)
+        if isinstance(event, TurnEnd) and not self.final_event:
+            return  # Waypoint's own summary of the turn: LangGraph's server sends no such event
         mode, data, namespace = self._wire(event)
         if mode is None or mode_name(mode) not in self.modes:
             return
         if namespace and not self.subgraphs:
-            return
+            if mode != "messages":
+                return
+            namespace = ()  # LangGraph streams a subgraph's messages without subgraphs too
         self.run.publish("|".join([mode, *namespace]) if namespace else mode, data)
 
     def _wire(self, event: Event) -> tuple[str | None, Any, tuple[str, ...]]:
@@ -484,10 +637,78 @@ class StandardSink:
             return "values", jsonable(event.values), event.namespace
         if isinstance(event, NodeUpdate):
             return "updates", {event.node: jsonable(event.update)}, event.namespace
+        if isinstance(event, GraphChunk):
+            return event.mode, graph_chunk_json(event), event.namespace
         if isinstance(event, NodeFailed):
             log.error("internal error in node %s:\n%s", event.node, event.traceback)
-        wire = as_json(event)  # Waypoint's own events: tool cards, retries, notices, the end
+        wire = as_json(event)  # Waypoint's own events: tool cards, retries, notices
         return "custom", {"type": wire.pop("event"), **wire}, ()
+
+    def _whole_message(self, event: Token | MessageOut) -> None:
+        """`messages` mode: the message so far (chunks added up), its metadata once first."""
+        message = event.chunk if isinstance(event, Token) else event.message
+        if message is None:
+            return
+        key = message.id or ""
+        if key in self._messages and isinstance(event, Token):
+            self._messages[key] = self._messages[key] + message  # type: ignore[operator]
+        else:
+            if key not in self._messages:
+                self.run.publish("messages/metadata", {key: {"metadata": jsonable(event.metadata)}})
+            self._messages[key] = message
+        kind = "messages/partial" if isinstance(event, Token) else "messages/complete"
+        self.run.publish(kind, [jsonable(self._messages[key])])
+
+    def _event(self, event: Event) -> None:
+        """`events` mode: the astream_events (v2) records a client reads most, made from the
+        run's stream: each model token, each node's update, and the run's end."""
+        run_id = self.run.run_id
+        base = {"run_id": run_id, "tags": [], "parent_ids": [], "metadata": {}}
+        if isinstance(event, Token) and event.chunk is not None:
+            record = {
+                **base,
+                "event": "on_chat_model_stream",
+                "name": event.node or "model",
+                "data": {"chunk": jsonable(event.chunk)},
+                "metadata": jsonable(event.metadata),
+                "parent_ids": [run_id],
+            }
+        elif isinstance(event, NodeUpdate) and not event.namespace:
+            chunk = {event.node: jsonable(event.update)}
+            record = {
+                **base,
+                "event": "on_chain_stream",
+                "name": "LangGraph",
+                "data": {"chunk": chunk},
+            }
+        elif isinstance(event, TurnEnd):
+            output = jsonable(self._values)
+            record = {
+                **base,
+                "event": "on_chain_end",
+                "name": "LangGraph",
+                "data": {"output": output},
+            }
+        else:
+            return
+        self.run.publish("events", record)
+
+
+def graph_chunk_json(chunk: GraphChunk) -> Any:
+    """A LangGraph stream item as its server sends it: a `debug` checkpoint also names its
+    checkpoint and parent in the API's form."""
+    payload = chunk.payload
+    if chunk.mode == "debug" and isinstance(payload, dict) and payload.get("type") == "checkpoint":
+        inner = payload.get("payload") or {}
+        payload = {
+            **payload,
+            "payload": {
+                **inner,
+                "checkpoint": checkpoint_json(inner.get("config")),
+                "parent_checkpoint": checkpoint_json(inner.get("parent_config")),
+            },
+        }
+    return jsonable(payload)
 
 
 def mode_name(event: str) -> str:

@@ -5,6 +5,7 @@ runs routes (stream, wait, background, join, cancel) over runs.py."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import uuid
 from typing import Annotated, Any, Literal
 
@@ -269,16 +270,49 @@ def routes() -> APIRouter:
         """The run's events from its start, then live until it ends."""
         return _sse(runs_of(request).get(thread_id, run_id), cancel_on_disconnect=False)
 
+    @api_router.get("/threads/{thread_id}/stream", responses=SSE_RESPONSE, tags=["threads"])
+    def join_thread_stream(request: Request, thread_id: ThreadId) -> StreamingResponse:
+        """The thread's running run's events from its start, live until it ends (none running:
+        an empty stream)."""
+        settings = settings_of(request)
+        with open_database(settings.database, settings.busy_timeout) as database:
+            api.thread_view(database, thread_id)  # a missing thread is a 404
+        active = runs_of(request).active(thread_id)
+        if active is None:
+            return StreamingResponse(iter(()), media_type="text/event-stream")
+        return _sse(active, cancel_on_disconnect=False)
+
+    @api_router.post("/runs/stream", responses=SSE_RESPONSE, tags=["stateless runs"])
+    async def stream_stateless(request: Request, body: RunRequest):  # type: ignore[no-untyped-def]
+        """A run on a new thread of its own, streamed; the thread is deleted when the run ends
+        (unless "on_completion": "keep")."""
+        return await run_events(await start_stateless(request, body), body)
+
+    @api_router.post("/runs/wait", tags=["stateless runs"])
+    async def wait_stateless(request: Request, body: RunRequest):  # type: ignore[no-untyped-def]
+        """A run on a new thread of its own, answered with its values."""
+        run = await start_stateless(request, body)
+        await asyncio.to_thread(run.done.wait)
+        return _outcome(run)
+
+    @api_router.post("/runs", tags=["stateless runs"])
+    async def create_stateless(request: Request, body: RunRequest) -> dict:
+        """A run on a new thread of its own, in the background."""
+        return (await start_stateless(request, body)).as_json()
+
     @api_router.post("/threads/{thread_id}/runs/{run_id}/cancel", status_code=202, tags=["runs"])
     async def cancel_run(
         request: Request,
         thread_id: ThreadId,
         run_id: str,
         wait: bool = False,
-        action: Literal["interrupt"] = "interrupt",
+        action: Literal["interrupt", "rollback"] = "interrupt",
     ) -> dict:
-        """Stop the run after its current step, as Ctrl-C does in the terminal."""
+        """Stop the run after its current step, as Ctrl-C does in the terminal; with action
+        rollback, what the run wrote is deleted too (the thread is as it was before it)."""
         run = runs_of(request).get(thread_id, run_id)
+        if not run.done.is_set():
+            run.rollback = run.rollback or action == "rollback"
         run.stop.set()
         if wait:
             await asyncio.to_thread(run.done.wait)
@@ -294,11 +328,41 @@ def routes() -> APIRouter:
     return api_router
 
 
+async def start_stateless(request: Request, body: RunRequest) -> Run:
+    """A run on a new thread of its own; unless the run asks to keep it, the thread is deleted
+    once the run has ended (as LangGraph's server does)."""
+    settings, runs = request.app.state.settings, request.app.state.runs
+    thread_id = str(uuid.uuid4())
+
+    def create() -> None:
+        with open_database(settings.database, settings.busy_timeout) as database:
+            api.create_thread(database, thread_id, metadata={"stateless": True})
+
+    def delete() -> None:
+        with open_database(settings.database, settings.busy_timeout) as database:
+            api.delete_thread(database, thread_id)
+        runs.forget_thread(thread_id)
+
+    await asyncio.to_thread(create)
+    try:
+        run = await asyncio.to_thread(start_run, settings, runs, thread_id, body)
+    except Exception:
+        await asyncio.to_thread(delete)
+        raise
+    if body.on_completion == "delete":
+        threading.Thread(target=lambda: (run.done.wait(), delete()), daemon=True).start()
+    return run
+
+
 async def streamed_run(request: Request, thread_id: str, body: RunRequest) -> StreamingResponse:
     """Start a run and answer with its events; a problem before its first event (a busy thread,
     bad input) is a plain HTTP error instead."""
     settings, runs = request.app.state.settings, request.app.state.runs
     run = await asyncio.to_thread(start_run, settings, runs, thread_id, body)
+    return await run_events(run, body)
+
+
+async def run_events(run: Run, body: RunRequest) -> StreamingResponse:
     problem = await first_problem(run)
     if problem is not None:
         raise problem
@@ -311,12 +375,25 @@ def _state(settings: Settings, thread_id: str, checkpoint_id: str | None) -> dic
 
 
 def _history(settings: Settings, thread_id: str, body: HistoryRequest) -> list:
-    before = body.before.get("checkpoint_id") if isinstance(body.before, dict) else body.before
+    before = checkpoint_id_of(body.before)
     with open_database(settings.database, settings.busy_timeout) as database:
         states = api.state_history(
             database, thread_id, limit=body.limit, before=before, metadata=body.metadata
         )
     return [state_json(s) for s in states]
+
+
+def checkpoint_id_of(ref: dict | str | None) -> str | None:
+    """A checkpoint named as LangGraph's clients do: its id, a checkpoint ({"checkpoint_id"}) or
+    a config ({"configurable": {"checkpoint_id"}}). A dict naming none is a 400."""
+    if not isinstance(ref, dict):
+        return ref
+    found = ref.get("checkpoint_id") or (ref.get("configurable") or {}).get("checkpoint_id")
+    if not isinstance(found, str):
+        raise UsageError(
+            'name the checkpoint as {"checkpoint_id": ...} or {"configurable": {"checkpoint_id": ...}}'
+        )
+    return found
 
 
 def _status(runs: Runs, thread_id: str, head: Any) -> str:

@@ -142,6 +142,7 @@ function serverApi({ onUnauthorized }) {
       assistant_id: GRAPHS[own],
       input: { messages: [{ role: "user", content: message }] },
       stream_mode: ["custom", "messages-tuple"],
+      final_event: true,
       if_not_exists: "create",
     };
     try {
