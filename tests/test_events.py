@@ -166,9 +166,7 @@ def test_every_sink_consumes_every_event_type():
     # the server: LangGraph's modes, and Waypoint's own events (without a traceback) as custom,
     # but no summary of the turn (`final`): LangGraph's server sends none
     modes = [name for name, _ in run.events]
-    assert (
-        modes == ["messages", "messages", "values"] + ["custom"] * 6 + ["updates"] + ["custom"]
-    )
+    assert modes == ["messages", "messages", "values"] + ["custom"] * 6 + ["updates"] + ["custom"]
     custom = [data for name, data in run.events if name == "custom"]
     assert [c["type"] for c in custom] == [
         line["event"] for line in lines if line["event"] not in ("token", "node", "final")
