@@ -294,6 +294,15 @@ class Runs:
             for run_id in [k for k, r in self._runs.items() if r.thread_id == thread_id]:
                 del self._runs[run_id]
 
+    def forget(self, run_id: str) -> None:
+        with self._lock:
+            self._runs.pop(run_id, None)
+
+    def live(self) -> list[Run]:
+        """The runs not ended yet, on every thread."""
+        with self._lock:
+            return [r for r in self._runs.values() if not r.done.is_set()]
+
     def gate(self, thread_id: str) -> threading.Lock:
         with self._lock:
             return self._gates.setdefault(thread_id, threading.Lock())
@@ -309,6 +318,17 @@ class Runs:
             running = [r for r in self._runs.values() if not r.done.is_set()]
         for run in running:
             run.done.wait(timeout)
+
+
+def stop_run(runs: Runs, run: Run, action: str) -> None:
+    """Cancel a run after its current step; with action rollback, what it wrote goes too, and
+    so does the run itself once it has ended (as in LangGraph, `get` no longer finds it)."""
+    if not run.done.is_set() and action == "rollback":
+        run.rollback = True
+        threading.Thread(
+            target=lambda: (run.done.wait(), runs.forget(run.run_id)), daemon=True
+        ).start()
+    run.stop.set()
 
 
 def start_run(settings: Settings, runs: Runs, thread_id: str, request: RunRequest) -> Run:
@@ -331,8 +351,7 @@ def start_run(settings: Settings, runs: Runs, thread_id: str, request: RunReques
             '"multitask_strategy": "enqueue" or "interrupt"'
         )
     if active is not None and strategy in ("interrupt", "rollback"):
-        active.rollback = strategy == "rollback"
-        runs.cancel(active)
+        stop_run(runs, active, strategy)
     run = Run(
         str(uuid.uuid4()),
         thread_id,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import uuid
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Query, Request, Response
@@ -25,12 +26,14 @@ from app.server.standard.runs import (
     error_event,
     first_problem,
     start_run,
+    stop_run,
     stream_events,
 )
 from app.server.standard.wire import jsonable, state_json, state_values, task_interrupts
 from app.service import api
 from app.service.api import ThreadView
 
+MAX_BATCH = 100  # stateless runs in one /runs/batch
 SSE_RESPONSE = {200: {"content": {"text/event-stream": {}}, "description": "Server-Sent Events"}}
 
 
@@ -77,6 +80,14 @@ class HistoryRequest(BaseModel):
     before: dict | str | None = None
     metadata: dict[str, Any] | None = None
     checkpoint: dict | None = None
+
+
+class CancelMany(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    thread_id: str | None = None
+    run_ids: list[str] | None = Field(None, max_length=1000)
+    status: Literal["pending", "running", "all"] | None = None
 
 
 class CheckpointRequest(BaseModel):
@@ -286,19 +297,49 @@ def routes() -> APIRouter:
     async def stream_stateless(request: Request, body: RunRequest):  # type: ignore[no-untyped-def]
         """A run on a new thread of its own, streamed; the thread is deleted when the run ends
         (unless "on_completion": "keep")."""
-        return await run_events(await start_stateless(request, body), body)
+        run, _ = await start_stateless(request, body)
+        return await run_events(run, body)
 
     @api_router.post("/runs/wait", tags=["stateless runs"])
     async def wait_stateless(request: Request, body: RunRequest):  # type: ignore[no-untyped-def]
         """A run on a new thread of its own, answered with its values."""
-        run = await start_stateless(request, body)
+        run, cleanup = await start_stateless(request, body, awaited=True)
         await asyncio.to_thread(run.done.wait)
+        await asyncio.to_thread(cleanup)
         return _outcome(run)
 
     @api_router.post("/runs", tags=["stateless runs"])
     async def create_stateless(request: Request, body: RunRequest) -> dict:
         """A run on a new thread of its own, in the background."""
-        return (await start_stateless(request, body)).as_json()
+        run, _ = await start_stateless(request, body)
+        return run.as_json()
+
+    @api_router.post("/runs/batch", tags=["stateless runs"])
+    async def create_stateless_batch(
+        request: Request, body: Annotated[list[RunRequest], Body(max_length=MAX_BATCH)]
+    ) -> list[dict]:
+        """Several stateless runs in the background, each on a thread of its own."""
+        return [(await start_stateless(request, one))[0].as_json() for one in body]
+
+    @api_router.post("/runs/cancel", status_code=204, tags=["runs"])
+    def cancel_runs(
+        request: Request,
+        body: CancelMany,
+        action: Literal["interrupt", "rollback"] = "interrupt",
+    ) -> Response:
+        """Cancel runs by id (of one thread), or every pending / running one."""
+        runs = runs_of(request)
+        if body.status is not None:
+            if body.thread_id or body.run_ids:
+                raise UsageError('give either "status", or "thread_id" and "run_ids"')
+            chosen = [r for r in runs.live() if body.status in ("all", r.status)]
+        elif body.thread_id is not None and body.run_ids:
+            chosen = [runs.get(body.thread_id, run_id) for run_id in body.run_ids]
+        else:
+            raise UsageError('give "thread_id" and "run_ids", or a "status"')
+        for run in chosen:
+            stop_run(runs, run, action)
+        return Response(status_code=204)
 
     @api_router.post("/threads/{thread_id}/runs/{run_id}/cancel", status_code=202, tags=["runs"])
     async def cancel_run(
@@ -311,9 +352,7 @@ def routes() -> APIRouter:
         """Stop the run after its current step, as Ctrl-C does in the terminal; with action
         rollback, what the run wrote is deleted too (the thread is as it was before it)."""
         run = runs_of(request).get(thread_id, run_id)
-        if not run.done.is_set():
-            run.rollback = run.rollback or action == "rollback"
-        run.stop.set()
+        stop_run(runs_of(request), run, action)
         if wait:
             await asyncio.to_thread(run.done.wait)
         return run.as_json()
@@ -328,9 +367,12 @@ def routes() -> APIRouter:
     return api_router
 
 
-async def start_stateless(request: Request, body: RunRequest) -> Run:
-    """A run on a new thread of its own; unless the run asks to keep it, the thread is deleted
-    once the run has ended (as LangGraph's server does)."""
+async def start_stateless(
+    request: Request, body: RunRequest, *, awaited: bool = False
+) -> tuple[Run, Callable[[], None]]:
+    """A run on a new thread of its own, and what deletes that thread (nothing with
+    "on_completion": "keep"). Unless `awaited` (the caller deletes it after the run), the thread
+    is deleted once the run has ended, as LangGraph's server does."""
     settings, runs = request.app.state.settings, request.app.state.runs
     thread_id = str(uuid.uuid4())
 
@@ -349,9 +391,10 @@ async def start_stateless(request: Request, body: RunRequest) -> Run:
     except Exception:
         await asyncio.to_thread(delete)
         raise
-    if body.on_completion == "delete":
-        threading.Thread(target=lambda: (run.done.wait(), delete()), daemon=True).start()
-    return run
+    cleanup = delete if body.on_completion == "delete" else lambda: None
+    if not awaited:
+        threading.Thread(target=lambda: (run.done.wait(), cleanup()), daemon=True).start()
+    return run, cleanup
 
 
 async def streamed_run(request: Request, thread_id: str, body: RunRequest) -> StreamingResponse:
