@@ -5,6 +5,7 @@ runs routes (stream, wait, background, join, cancel) over runs.py."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import uuid
 from collections.abc import Callable
@@ -16,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.config import Settings
 from app.db import open_database
-from app.errors import NotFoundError, UsageError
+from app.errors import ConflictError, NotFoundError, UsageError
 from app.server.events import sse
 from app.server.params import ThreadId
 from app.server.standard.runs import (
@@ -56,6 +57,13 @@ class ThreadSearch(BaseModel):
     offset: int = Field(0, ge=0)
     sort_by: Literal["thread_id", "created_at", "updated_at"] | None = None
     sort_order: Literal["asc", "desc"] | None = None
+
+
+class ThreadPrune(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    thread_ids: list[str] = Field(default_factory=list, max_length=1000)
+    strategy: Literal["delete", "keep_latest"] = "delete"
 
 
 class ThreadPatch(BaseModel):
@@ -153,6 +161,26 @@ def routes() -> APIRouter:
     def count_threads(request: Request, body: Annotated[ThreadSearch | None, Body()] = None) -> int:
         body = (body or ThreadSearch()).model_copy(update={"limit": 1000, "offset": 0})
         return len(search_threads(request, body))
+
+    @api_router.post("/threads/prune", tags=["threads"])
+    def prune_threads(request: Request, body: ThreadPrune) -> dict:
+        """Delete these threads (those that do not exist are not counted). Keeping only the
+        latest state is the CLI's `threads prune --keep-last-turns 1`."""
+        if body.strategy != "delete":
+            raise UsageError(
+                'only "strategy": "delete" is supported; to keep a thread\'s last turn only, run '
+                "`python -m app threads prune --keep-last-turns 1`"
+            )
+        settings, pruned = settings_of(request), 0
+        with open_database(settings.database, settings.busy_timeout) as database:
+            for thread_id in body.thread_ids:
+                if runs_of(request).active(thread_id) is not None:
+                    raise ConflictError(f"thread {thread_id} is running a run; cancel it first")
+                with contextlib.suppress(NotFoundError):
+                    api.delete_thread(database, thread_id)
+                    pruned += 1
+                runs_of(request).forget_thread(thread_id)
+        return {"pruned_count": pruned}
 
     @api_router.get("/threads/{thread_id}", tags=["threads"])
     def get_thread(request: Request, thread_id: ThreadId) -> dict:
