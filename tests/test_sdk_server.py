@@ -22,13 +22,19 @@ from tests.test_langgraph_api import with_notes
 ASK = {"approval": "ask"}
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path, Path]]:
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def served(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, Path, Path]]:
+    """The server on a SQLite file or on a fresh PostgreSQL database."""
     tmp = tmp_path_factory.mktemp("sdk-serve")
     workspace = with_notes(tmp / "workspace")
-    args = ("--db", str(tmp / "agent.sqlite"), "--workspace", str(workspace))
-    with running_server(tmp, *args) as base:
+    pg = request.getfixturevalue("pg_server") if request.param == "postgres" else None
+    database = pg.new_database() if pg else str(tmp / "agent.sqlite")
+    with running_server(tmp, "--db", database, "--workspace", str(workspace)) as base:
         yield base, workspace, tmp
+    if pg:
+        pg.drop_database(database)
 
 
 @pytest.fixture
@@ -308,7 +314,7 @@ def test_cancel_many_and_batch(client: SyncLangGraphClient, hold: Hold):
 
 def test_unknown_thread_in_cancel_many_is_a_404(client: SyncLangGraphClient):
     response = client.http.client.post(
-        f"/runs/cancel",
+        "/runs/cancel",
         json={"thread_id": str(uuid.uuid4()), "run_ids": [str(uuid.uuid4())]},
     )
     assert response.status_code == 404
