@@ -223,6 +223,36 @@ def _(b: Bench) -> None:
     assert b.client.assistants.get_versions(b.assistant)
 
 
+@check("assistants.get_versions(own)")
+def _(b: Bench) -> None:
+    made = b.client.assistants.create("waypoint", name="versioned")
+    b.client.assistants.update(made["assistant_id"], context={"max_iterations": 4})
+    found = b.client.assistants.get_versions(made["assistant_id"])
+    assert [v["version"] for v in found] == [2, 1]
+
+
+@check("assistants.set_latest")
+def _(b: Bench) -> None:
+    made = b.client.assistants.create("waypoint", name="first")
+    b.client.assistants.update(made["assistant_id"], name="second")
+    assert b.client.assistants.set_latest(made["assistant_id"], 1)["name"] == "first"
+
+
+@check("assistants.search(name)")
+def _(b: Bench) -> None:
+    name = f"named-{uuid.uuid4()}"
+    made = b.client.assistants.create("waypoint", name=name)
+    found = b.client.assistants.search(name=name)
+    assert [a["assistant_id"] for a in found] == [made["assistant_id"]]
+
+
+@check("runs.wait(own assistant)")
+def _(b: Bench) -> None:
+    made = b.client.assistants.create("waypoint", context={"max_iterations": 4}, name="four")
+    done = b.client.runs.wait(b.thread(), made["assistant_id"], input=user("what is 2 plus 2"))
+    assert answer(done) == "2 + 2 = 4"
+
+
 # --- threads ------------------------------------------------------------------------------------
 
 
@@ -476,7 +506,15 @@ def _(b: Bench) -> None:
 @check("threads.prune")
 def _(b: Bench) -> None:
     tid = b.answered()
-    b.client.threads.prune([tid])
+    assert b.client.threads.prune([tid])["pruned_count"] == 1
+    refused(404, lambda: b.client.threads.get(tid))
+
+
+@check("threads.prune(keep_latest)")
+def _(b: Bench) -> None:
+    tid = b.answered()
+    b.client.threads.prune([tid], strategy="keep_latest")
+    assert answer(b.client.threads.get_state(tid)["values"]) == "6 * 7 = 42"
 
 
 # --- runs ---------------------------------------------------------------------------------------

@@ -318,3 +318,38 @@ def test_unknown_thread_in_cancel_many_is_a_404(client: SyncLangGraphClient):
         json={"thread_id": str(uuid.uuid4()), "run_ids": [str(uuid.uuid4())]},
     )
     assert response.status_code == 404
+
+
+def test_a_clients_own_assistant_runs_with_its_context_and_keeps_its_versions(
+    client: SyncLangGraphClient,
+):
+    made = client.assistants.create(
+        "waypoint", context={"approval": "never"}, name="careful", metadata={"team": "a"}
+    )
+    aid = made["assistant_id"]
+    assert made["version"] == 1 and client.assistants.get(aid)["context"] == {"approval": "never"}
+    tid = new_thread(client)
+    client.runs.wait(tid, aid, input=user("write 'hi' to notes.txt"))
+    assert not client.threads.get_state(tid)["interrupts"]  # its policy refused the write
+    assert client.runs.list(tid)[0]["assistant_id"] == aid
+
+    updated = client.assistants.update(aid, context={"approval": "ask"})
+    assert updated["version"] == 2 and updated["name"] == "careful"
+    assert [v["version"] for v in client.assistants.get_versions(aid)] == [2, 1]
+    other = new_thread(client)
+    client.runs.wait(other, aid, input=user("write 'hi' to notes.txt"))
+    assert client.threads.get_state(other)["interrupts"]  # version 2 asks
+    assert client.assistants.set_latest(aid, 1)["context"] == {"approval": "never"}
+    assert [a["assistant_id"] for a in client.assistants.search(metadata={"team": "a"})] == [aid]
+
+    def status(call: Any) -> int:
+        with pytest.raises(httpx.HTTPStatusError) as failed:
+            call()
+        return failed.value.response.status_code
+
+    assert status(lambda: client.assistants.create("waypoint", context={"max_trials": 99})) == 400
+    assert status(lambda: client.assistants.create("nowhere")) == 404
+    assert status(lambda: client.assistants.update("waypoint", name="mine")) == 409
+    assert status(lambda: client.assistants.create("waypoint", assistant_id=aid)) == 409
+    client.assistants.delete(aid)
+    assert status(lambda: client.assistants.get(aid)) == 404

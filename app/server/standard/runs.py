@@ -34,7 +34,7 @@ from pydantic import (
 from app.config import Settings
 from app.errors import AppError, ConflictError, NotFoundError, UsageError
 from app.server.errors import ForbiddenError, error_body
-from app.server.standard.assistants import assistant
+from app.server.standard.assistants import assistant, graph_id_of
 from app.server.standard.wire import checkpoint_json, jsonable, user_message_id, user_text
 from app.service import api
 from app.service.context import only_tools
@@ -334,7 +334,9 @@ def stop_run(runs: Runs, run: Run, action: str) -> None:
 def start_run(settings: Settings, runs: Runs, thread_id: str, request: RunRequest) -> Run:
     """Check the request, make the run and start its worker. Problems a client can fix (a bad
     context, a missing thread, a busy one with `reject`) are raised here, before anything runs."""
-    found = assistant(request.assistant_id)
+    found = assistant(request.assistant_id, settings)
+    if found.context:  # a client's own assistant: its context, under the run's own
+        request.context = {**found.context, **(request.context or {})}
     spec = request.spec()
     if request.input is not None:  # a bad input is a 400 now, not an error event later
         user_text(request.input)
@@ -422,7 +424,8 @@ def _work(
                     run, request.stream_mode, request.stream_subgraphs, request.final_event
                 )
                 with _undone_if_rolled_back(run, runtime):
-                    _dispatch(runtime, _for_client(session, run, request), sink, request, settings)
+                    client_session = _for_client(session, run, request, strategy)
+                    _dispatch(runtime, client_session, sink, request, settings)
         run.set_status("success")
     except TurnInterrupted:
         run.set_status("interrupted")
@@ -518,15 +521,14 @@ def _dispatch(
     session.run_turn(text, sink, message_id=message_id)
 
 
-def _for_client(session: ChatSession, run: Run, request: RunRequest) -> ChatSession:
+def _for_client(session: ChatSession, run: Run, request: RunRequest, strategy: str) -> ChatSession:
     """The session with the run's ids in its checkpoints' (and streamed messages') metadata, as
     LangGraph's server writes them, and the client's breakpoints."""
-    found = assistant(run.assistant_id)
     session.run_metadata = {
         "run_id": run.run_id,
         "thread_id": run.thread_id,
-        "graph_id": found.graph_id,
-        "assistant_id": found.assistant_id,
+        "graph_id": graph_id_of(strategy),
+        "assistant_id": run.assistant_id,
     }
     session.graph_options = request.graph_options
     return session
