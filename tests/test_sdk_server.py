@@ -353,3 +353,7 @@ def test_a_clients_own_assistant_runs_with_its_context_and_keeps_its_versions(
     assert status(lambda: client.assistants.create("waypoint", assistant_id=aid)) == 409
     client.assistants.delete(aid)
     assert status(lambda: client.assistants.get(aid)) == 404
+    # a record written through the store API is checked, not trusted
+    client.store.put_item(["waypoint", "assistants"], "junk", {"graph_id": "nowhere"})
+    assert status(lambda: client.assistants.get("junk")) == 404
+    assert "junk" not in {a["assistant_id"] for a in client.assistants.search(limit=100)}

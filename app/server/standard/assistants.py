@@ -71,7 +71,7 @@ class Assistant:
 
 ASSISTANTS = [Assistant(graph_id, strategy) for strategy, graph_id in GRAPH_IDS.items()]
 STRATEGY_OF = {graph_id: strategy for strategy, graph_id in GRAPH_IDS.items()}
-STORED = ("assistants",)  # the store namespace of the clients' own assistants
+STORED = ("waypoint", "assistants")  # the store namespace of the clients' own assistants
 MAX_VERSIONS = 100  # kept per assistant; older versions are dropped
 
 
@@ -81,9 +81,9 @@ def assistant(ref: str, settings: Settings | None = None) -> Assistant:
     for found in ASSISTANTS:
         if ref in (found.assistant_id, found.graph_id):
             return found
-    record = _load(settings, ref) if settings is not None else None
-    if record is not None:
-        return Assistant(record["graph_id"], STRATEGY_OF[record["graph_id"]], record)
+    found = _parsed(_load(settings, ref)) if settings is not None else None
+    if found is not None:
+        return found
     names = ", ".join(a.graph_id for a in ASSISTANTS)
     raise NotFoundError(f"assistant {ref!r} does not exist; the graphs are: {names}")
 
@@ -356,10 +356,10 @@ def _own(settings: Settings, assistant_id: str) -> dict:
             f"assistant {assistant_id} is a graph's own and cannot be changed; create one "
             "(POST /assistants) with the context you want"
         )
-    record = _load(settings, assistant_id)
-    if record is None:
+    found = _parsed(_load(settings, assistant_id))
+    if found is None or found.record is None:
         raise NotFoundError(f"assistant {assistant_id!r} does not exist")
-    return record
+    return found.record
 
 
 def _save(settings: Settings, record: dict) -> None:
@@ -370,8 +370,20 @@ def _save(settings: Settings, record: dict) -> None:
 def _stored(settings: Settings) -> list[Assistant]:
     with open_memory(settings) as memory:
         items = memory.store.search(STORED, limit=10_000)
-    records = sorted((dict(i.value) for i in items), key=lambda r: r["created_at"])
-    return [Assistant(r["graph_id"], STRATEGY_OF[r["graph_id"]], r) for r in records]
+    found = [a for a in (_parsed(dict(i.value)) for i in items) if a is not None]
+    return sorted(found, key=lambda a: str(a.as_json()["created_at"]))
+
+
+def _parsed(record: dict | None) -> Assistant | None:
+    """A stored record as an assistant; None for one that is not (the store is writable through
+    its own API too, so a record is checked, not trusted)."""
+    keys = {"assistant_id", "graph_id", "context", "metadata", "name", "created_at", "versions"}
+    if not record or not keys <= set(record) or record["graph_id"] not in STRATEGY_OF:
+        return None
+    shapes = (("context", dict), ("metadata", dict), ("versions", list))
+    if not all(isinstance(record[key], kind) for key, kind in shapes):
+        return None
+    return Assistant(record["graph_id"], STRATEGY_OF[record["graph_id"]], record)
 
 
 def _now() -> str:
