@@ -327,7 +327,7 @@ def _version(
     return {
         "assistant_id": base["assistant_id"],
         "graph_id": graph_id,
-        "config": {"configurable": {}},
+        "config": {},
         "context": context,
         "metadata": metadata,
         "name": name,
