@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.sdk_checklist import CALLS, run_checklist
 from tests.test_langgraph_api import langgraph_dev, needs_langgraph_cli, serve
 
@@ -24,6 +26,12 @@ SERVE_FAILS = {
 MIN_CALLS = 85
 
 
+@pytest.fixture(scope="module")
+def on_serve(serve: tuple[str, Path]) -> dict[str, str]:
+    """The checklist's outcomes on serve, run once for the module's tests."""
+    return run_checklist(serve[0], "serve")
+
+
 def failures(outcomes: dict[str, str]) -> dict[str, str]:
     return {name: outcome for name, outcome in outcomes.items() if outcome != "ok"}
 
@@ -33,17 +41,15 @@ def test_the_checklist_is_long_enough_and_names_real_calls():
     assert set(SERVE_DIFFERS) | set(SERVE_FAILS) <= set(CALLS)
 
 
-def test_every_call_works_on_serve_but_the_documented_ones(serve: tuple[str, Path]):
-    outcomes = run_checklist(serve[0], "serve")
-    failed = failures(outcomes)
+def test_every_call_works_on_serve_but_the_documented_ones(on_serve: dict[str, str]):
+    failed = failures(on_serve)
     assert set(failed) == set(SERVE_DIFFERS) | set(SERVE_FAILS), failed
 
 
 @needs_langgraph_cli
 def test_what_works_on_langgraph_dev_works_on_serve(
-    serve: tuple[str, Path], langgraph_dev: tuple[str, Path]
+    on_serve: dict[str, str], langgraph_dev: tuple[str, Path]
 ):
-    on_serve = run_checklist(serve[0], "serve")
     on_dev = run_checklist(langgraph_dev[0], "dev")
     only_dev = {
         name: on_serve[name]

@@ -108,7 +108,9 @@ def test_langgraphs_own_stream_modes_come_as_its_server_sends_them(client: SyncL
     assert last["next"] == [] and answer(last["values"]) == "6 * 7 = 42"
     # events: the astream_events records of the tokens, the nodes and the run's end
     kinds = [e["event"] for e in by_event["events"]]
-    assert "on_chat_model_stream" in kinds and kinds[-1] == "on_chain_end"
+    assert kinds[0] == "on_chain_start" and kinds[-1] == "on_chain_end"
+    assert "on_chat_model_stream" in kinds and "on_chain_stream" in kinds
+    assert by_event["events"][0]["data"]["input"] == user("what is 6 times 7")
     assert answer(by_event["events"][-1]["data"]["output"]) == "6 * 7 = 42"
     # Waypoint's own custom events, without the `final` event LangGraph never sends
     assert "final" not in [c["type"] for c in by_event["custom"]]

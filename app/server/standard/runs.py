@@ -423,6 +423,7 @@ def _work(
                 sink = StandardSink(
                     run, request.stream_mode, request.stream_subgraphs, request.final_event
                 )
+                sink.start(request.input)
                 with _undone_if_rolled_back(run, runtime):
                     client_session = _for_client(session, run, request, strategy)
                     _dispatch(runtime, client_session, sink, request, settings)
@@ -629,6 +630,11 @@ class StandardSink:
     def partial_answer(self) -> str:
         return "".join(self._partial)
 
+    def start(self, run_input: Any) -> None:
+        """`events` mode: the run's start, with its input."""
+        if "events" in self.modes:
+            self._publish_event("on_chain_start", "LangGraph", {"input": jsonable(run_input)})
+
     def emit(self, event: Event) -> None:
         if isinstance(event, Token) and event.text:
             self._partial.append(event.text)
@@ -682,36 +688,34 @@ class StandardSink:
 
     def _event(self, event: Event) -> None:
         """`events` mode: the astream_events (v2) records a client reads most, made from the
-        run's stream: each model token, each node's update, and the run's end."""
-        run_id = self.run.run_id
-        base = {"run_id": run_id, "tags": [], "parent_ids": [], "metadata": {}}
+        run's stream: the run's start (see `start`), each model token, each node's update, and
+        the run's end."""
         if isinstance(event, Token) and event.chunk is not None:
-            record = {
-                **base,
-                "event": "on_chat_model_stream",
-                "name": event.node or "model",
-                "data": {"chunk": jsonable(event.chunk)},
-                "metadata": jsonable(event.metadata),
-                "parent_ids": [run_id],
-            }
+            self._publish_event(
+                "on_chat_model_stream",
+                event.node or "model",
+                {"chunk": jsonable(event.chunk)},
+                jsonable(event.metadata),
+            )
         elif isinstance(event, NodeUpdate) and not event.namespace:
             chunk = {event.node: jsonable(event.update)}
-            record = {
-                **base,
-                "event": "on_chain_stream",
-                "name": "LangGraph",
-                "data": {"chunk": chunk},
-            }
+            self._publish_event("on_chain_stream", "LangGraph", {"chunk": chunk})
         elif isinstance(event, TurnEnd):
-            output = jsonable(self._values)
-            record = {
-                **base,
-                "event": "on_chain_end",
-                "name": "LangGraph",
-                "data": {"output": output},
-            }
-        else:
-            return
+            self._publish_event("on_chain_end", "LangGraph", {"output": jsonable(self._values)})
+
+    def _publish_event(
+        self, kind: str, name: str, data: dict, metadata: dict | None = None
+    ) -> None:
+        run_id = self.run.run_id
+        record = {
+            "event": kind,
+            "name": name,
+            "run_id": run_id,
+            "data": data,
+            "metadata": metadata or {},
+            "tags": [],
+            "parent_ids": [run_id] if kind == "on_chat_model_stream" else [],
+        }
         self.run.publish("events", record)
 
 
