@@ -96,7 +96,7 @@ class AssistantCreate(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     graph_id: str
-    assistant_id: str | None = Field(None, min_length=1, max_length=64)
+    assistant_id: str | None = Field(None, pattern=r"^[A-Za-z0-9._-]{1,64}$")
     config: dict | None = None
     context: dict | None = None
     metadata: dict[str, Any] | None = None

@@ -409,7 +409,10 @@ async def start_stateless(
             api.create_thread(database, thread_id, metadata={"stateless": True})
 
     def delete() -> None:
-        with open_database(settings.database, settings.busy_timeout) as database:
+        with (
+            open_database(settings.database, settings.busy_timeout) as database,
+            contextlib.suppress(NotFoundError),  # the client deleted it already
+        ):
             api.delete_thread(database, thread_id)
         runs.forget_thread(thread_id)
 
