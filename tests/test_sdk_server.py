@@ -165,6 +165,11 @@ def test_commands_go_to_a_node_and_update_the_state(client: SyncLangGraphClient)
         json={"assistant_id": "waypoint", "command": {"jump": "agent"}},
     )
     assert bad.status_code == 422 and "unknown command fields" in bad.text
+    nowhere = client.http.client.post(
+        f"/threads/{tid}/runs/wait",
+        json={"assistant_id": "waypoint", "command": {"goto": "nowhere"}},
+    )
+    assert nowhere.status_code == 400 and "waypoint has no node nowhere" in nowhere.text
 
 
 def test_rollback_strategy_cancels_the_running_run_and_removes_what_it_wrote(
@@ -226,8 +231,11 @@ def test_stateless_runs_use_a_thread_of_their_own_and_delete_it(client: SyncLang
     assert client.threads.count() == before
     parts = list(client.runs.stream(None, "waypoint", input=user("what is 3 times 3")))
     assert answer([p.data for p in parts if p.event == "values"][-1]) == "3 * 3 = 9"
-    kept = client.runs.wait(None, "waypoint", input=user("what is 2 plus 2"), on_completion="keep")
-    assert answer(kept) == "2 + 2 = 4" and client.threads.count() == before + 1
+    kept = client.runs.create(
+        None, "waypoint", input=user("what is 2 plus 2"), on_completion="keep"
+    )
+    assert answer(client.runs.join(kept["thread_id"], kept["run_id"])) == "2 + 2 = 4"
+    assert client.threads.get(kept["thread_id"])["metadata"] == {"stateless": True}
 
 
 def test_a_threads_stream_follows_its_running_run(client: SyncLangGraphClient, hold: Hold):
@@ -235,10 +243,16 @@ def test_a_threads_stream_follows_its_running_run(client: SyncLangGraphClient, h
     slow = slow_run(client, tid)
     started(client, tid, slow["run_id"])
     seen: list[str] = []
-    reader = threading.Thread(
-        target=lambda: seen.extend(p.event for p in client.threads.join_stream(tid))
-    )
+    joined = threading.Event()
+
+    def follow() -> None:
+        for part in client.threads.join_stream(tid):
+            seen.append(part.event)
+            joined.set()  # the run's events so far came first: the stream is following it
+
+    reader = threading.Thread(target=follow)
     reader.start()
+    assert joined.wait(timeout=30)
     hold.release()
     reader.join(timeout=60)
     assert not reader.is_alive() and seen[-1] == "values"

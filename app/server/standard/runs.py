@@ -34,7 +34,7 @@ from pydantic import (
 from app.config import Settings
 from app.errors import AppError, ConflictError, NotFoundError, UsageError
 from app.server.errors import ForbiddenError, error_body
-from app.server.standard.assistants import assistant, graph_id_of
+from app.server.standard.assistants import Assistant, assistant, graph_id_of
 from app.server.standard.wire import checkpoint_json, jsonable, user_message_id, user_text
 from app.service import api
 from app.service.context import only_tools
@@ -343,6 +343,7 @@ def start_run(settings: Settings, runs: Runs, thread_id: str, request: RunReques
         user_message_id(request.input)
     if request.command is not None:
         request.graph_command()
+    _nodes_must_exist(found, request)
     policy = _policy(settings, spec, request.chosen)
     _thread_must_exist(settings, thread_id, request.if_not_exists)
     strategy = request.multitask_strategy or "enqueue"
@@ -371,6 +372,27 @@ def start_run(settings: Settings, runs: Runs, thread_id: str, request: RunReques
     )
     worker.start()
     return run
+
+
+def _nodes_must_exist(found: Assistant, request: RunRequest) -> None:
+    """Breakpoints and a command's goto name nodes of the graph: a typo is a 400, not a run that
+    fails or never pauses."""
+    goto = (request.command or {}).get("goto") or []
+    named = [
+        g if isinstance(g, str) else g["node"] for g in (goto if isinstance(goto, list) else [goto])
+    ]
+    for breakpoints in (request.interrupt_before, request.interrupt_after):
+        if isinstance(breakpoints, list):
+            named += breakpoints
+    if not named:
+        return
+    nodes = set(found.graph().nodes) - {"__start__"}
+    unknown = sorted(set(named) - nodes)
+    if unknown:
+        raise UsageError(
+            f"{found.graph_id} has no node {', '.join(unknown)}; "
+            f"its nodes are: {', '.join(sorted(nodes))}"
+        )
 
 
 def _policy(settings: Settings, spec: RunSpec, chosen: set[str]) -> str:
