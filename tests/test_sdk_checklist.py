@@ -43,7 +43,8 @@ def test_the_checklist_is_long_enough_and_names_real_calls():
 
 def test_every_call_works_on_serve_but_the_documented_ones(on_serve: dict[str, str]):
     failed = failures(on_serve)
-    assert set(failed) == set(SERVE_DIFFERS) | set(SERVE_FAILS), failed
+    # a subset: once item 4 (the graphguard branch) lands, its two calls work and leave the list
+    assert set(failed) <= set(SERVE_DIFFERS) | set(SERVE_FAILS), failed
 
 
 @needs_langgraph_cli
@@ -56,7 +57,7 @@ def test_what_works_on_langgraph_dev_works_on_serve(
         for name, outcome in on_dev.items()
         if outcome == "ok" and on_serve[name] != "ok"
     }
-    assert set(only_dev) == set(SERVE_DIFFERS), only_dev
+    assert set(only_dev) <= set(SERVE_DIFFERS), only_dev
     counts = (
         f"{sum(o == 'ok' for o in on_serve.values())} of {len(CALLS)} calls work on serve, "
         f"{sum(o == 'ok' for o in on_dev.values())} on langgraph dev"
