@@ -90,6 +90,7 @@ def run_body(message: str, **extra: object) -> dict:
         "assistant_id": "waypoint",
         "input": {"messages": [{"role": "user", "content": message}]},
         "stream_mode": ["custom", "updates"],
+        "final_event": True,
         **extra,
     }
 

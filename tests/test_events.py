@@ -18,6 +18,7 @@ from app.server.standard.runs import Run, StandardSink
 from app.service.events import (
     CUSTOM_TYPES,
     Event,
+    GraphChunk,
     MessageOut,
     NodeFailed,
     NodeUpdate,
@@ -47,6 +48,7 @@ ONE_OF_EACH: list[Event] = [
     StrategyNote("trial", {"trial": 1, "max_trials": 2}),
     NodeFailed("agent", "ValueError: boom", "Traceback ..."),
     NodeUpdate("agent", {"messages": [AIMessage("It is 42.", id="m2")]}),
+    GraphChunk("tasks", {"id": "t1", "name": "agent", "input": {}, "triggers": []}),
     Notice("approval policy: never"),
     TurnEnd("t", 1, "answered", "It is 42."),
 ]
@@ -130,6 +132,7 @@ def test_the_wire_form_is_the_jsonl_events_documented_in_the_readme():
         "trial",
         "error",
         "node",
+        "graph",
         "notice",
         "final",
     ]
@@ -160,14 +163,13 @@ def test_every_sink_consumes_every_event_type():
     # the whole state and whole messages are for LangGraph API clients, not --jsonl
     assert not {"message", "values"} & {line["event"] for line in lines}
     assert "traceback" not in next(line for line in lines if line["event"] == "error")
-    # the server: LangGraph's modes, and Waypoint's own events (without a traceback) as custom
+    # the server: LangGraph's modes, and Waypoint's own events (without a traceback) as custom,
+    # but no summary of the turn (`final`): LangGraph's server sends none
     modes = [name for name, _ in run.events]
-    assert (
-        modes == ["messages", "messages", "values"] + ["custom"] * 6 + ["updates"] + ["custom"] * 2
-    )
+    assert modes == ["messages", "messages", "values"] + ["custom"] * 6 + ["updates"] + ["custom"]
     custom = [data for name, data in run.events if name == "custom"]
     assert [c["type"] for c in custom] == [
-        line["event"] for line in lines if line["event"] not in ("token", "node")
+        line["event"] for line in lines if line["event"] not in ("token", "node", "final")
     ]
     assert "traceback" not in next(c for c in custom if c["type"] == "error")
     assert "It is 42." in out.getvalue()

@@ -28,7 +28,13 @@ def user(text: str) -> dict:
 def run(
     client: TestClient, thread: str, message: str, assistant: str = "waypoint", **extra: object
 ) -> list[tuple[str, dict]]:
-    body = {"assistant_id": assistant, "input": user(message), "stream_mode": ["custom"], **extra}
+    body = {
+        "assistant_id": assistant,
+        "input": user(message),
+        "stream_mode": ["custom"],
+        "final_event": True,
+        **extra,
+    }
     response = client.post(f"/threads/{thread}/runs/stream", json=body)
     assert response.status_code == 200, response.text
     assert response.headers["content-type"].startswith("text/event-stream")
@@ -137,8 +143,8 @@ def test_bad_input_gets_a_4xx_with_a_message(client: TestClient):
     }
     not_user = {"messages": [{"role": "assistant", "content": "hi"}]}
     assert client.post("/threads/e/runs/stream", json=body | {"input": not_user}).status_code == 400
-    mode = client.post("/threads/e/runs/stream", json=body | {"stream_mode": ["debug"]})
-    assert mode.status_code == 422 and "stream mode 'debug' is not supported" in mode.text
+    mode = client.post("/threads/e/runs/stream", json=body | {"stream_mode": ["sideways"]})
+    assert mode.status_code == 422 and "stream mode 'sideways' is not supported" in mode.text
     context = client.post("/threads/e/runs/stream", json=body | {"context": {"max_trials": 99}})
     assert context.status_code == 400 and "context: max_trials" in context.json()["detail"]
     auto = client.post("/threads/e/runs/stream", json=body | {"context": {"approval": "auto"}})

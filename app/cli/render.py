@@ -19,6 +19,7 @@ from app.errors import printable
 from app.models.react.model import UNPARSED  # a ReAct reply taken as the answer without parsing
 from app.service.events import (
     Event,
+    GraphChunk,
     MessageOut,
     NodeFailed,
     NodeUpdate,
@@ -263,7 +264,7 @@ class JsonlRenderer:
         return ask
 
     def emit(self, event: Event) -> None:
-        if isinstance(event, MessageOut | StateValues) or (
+        if isinstance(event, MessageOut | StateValues | GraphChunk) or (
             isinstance(event, Token) and not event.text
         ):
             return  # what the --jsonl events never carried (LangGraph API clients get them)

@@ -182,6 +182,7 @@ def _conveniences() -> APIRouter:
             keep_files=body.keep_files,
             force=body.force,
             confirm=body.confirm,
+            final_event=True,
             multitask_strategy="reject",
         )
         return await threads.streamed_run(request, thread_id, run_request)

@@ -100,6 +100,21 @@ def rollback(
         )
 
 
+def undo_run(database: Database, thread_id: str, run_id: str) -> int:
+    """LangGraph's rollback of a cancelled run: delete the checkpoints it wrote (those whose
+    metadata names it) and every later one, so the head is again what it was before the run.
+    Returns how many were deleted."""
+    with lock_thread(database.location, validate_thread_id(thread_id)):
+        records = database.checkpoint_records(thread_id)
+        written = [r.checkpoint_id for r in records if r.metadata.get("run_id") == run_id]
+        if not written:
+            return 0
+        first = min(written)  # checkpoint ids are time-ordered
+        doomed = [r.checkpoint_id for r in records if r.checkpoint_id >= first]
+        database.remove(thread_id, doomed, dry_run=False)
+        return len(doomed)
+
+
 def _rollback_target(index: CheckpointIndex, turns: int | None, ref: str | None) -> CheckpointRow:
     if ref is not None:
         return index.resolve(ref)

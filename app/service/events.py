@@ -133,6 +133,17 @@ class NodeUpdate:
 
 
 @dataclass(frozen=True)
+class GraphChunk:
+    """An item of one of LangGraph's own stream modes (`debug`, `tasks`, `checkpoints`), passed
+    through as LangGraph streamed it, only to sinks that ask for the mode (`graph_modes`)."""
+
+    mode: str
+    payload: Any
+    namespace: tuple[str, ...] = ()
+    name: ClassVar[str] = "graph"
+
+
+@dataclass(frozen=True)
 class Notice:
     """Something the application tells the user (not the model's words)."""
 
@@ -160,10 +171,13 @@ Event = (
     | StrategyNote
     | NodeFailed
     | NodeUpdate
+    | GraphChunk
     | Notice
     | TurnEnd
 )
 STRATEGY_KINDS: frozenset[str] = frozenset(get_args(StrategyKind))
+# LangGraph's stream modes passed through as GraphChunk to the sinks that ask for them.
+GRAPH_MODES = frozenset({"debug", "tasks", "checkpoints"})
 # The `type`s of the custom events the graphs' nodes write (a test pins this against graphs/).
 CUSTOM_TYPES = frozenset({"tool_call", "tool_result", "retry", "summarized", "error"}) | (
     STRATEGY_KINDS
@@ -172,7 +186,9 @@ CUSTOM_TYPES = frozenset({"tool_call", "tool_result", "retry", "summarized", "er
 
 class EventSink(Protocol):
     """Where a run's events go: the terminal, JSON lines, or a server's event stream. A sink with
-    `wants_values = True` also gets the whole state after every step (StateValues)."""
+    `wants_values = True` also gets the whole state after every step (StateValues), and one with
+    `graph_modes` (a set of LangGraph's `debug`, `tasks`, `checkpoints`) those modes' items as
+    GraphChunk."""
 
     def emit(self, event: Event) -> None: ...
 
@@ -182,8 +198,8 @@ class EventSink(Protocol):
 
 
 def from_stream(mode: str, payload: Any, namespace: tuple[str, ...] = ()) -> list[Event]:
-    """The events in one item of LangGraph's stream (`messages`, `custom`, `updates` or `values`
-    mode); `namespace` is the subgraph the item came from."""
+    """The events in one item of LangGraph's stream (`messages`, `custom`, `updates`, `values`,
+    or one of GRAPH_MODES); `namespace` is the subgraph the item came from."""
     if mode == "messages":
         message, metadata = payload
         if isinstance(message, AIMessageChunk):
@@ -199,6 +215,8 @@ def from_stream(mode: str, payload: Any, namespace: tuple[str, ...] = ()) -> lis
         return [NodeUpdate(node, update, namespace) for node, update in payload.items() if update]
     if mode == "values":
         return [StateValues(payload, namespace)] if isinstance(payload, dict) else []
+    if mode in GRAPH_MODES:
+        return [GraphChunk(mode, payload, namespace)]
     return []
 
 

@@ -55,6 +55,8 @@ class TurnRun:
     sink: EventSink
     turn: int
     metadata: dict
+    # LangGraph's own run options a client chose (interrupt_before / interrupt_after)
+    options: dict = dataclasses.field(default_factory=dict)
 
     @property
     def config(self) -> dict:
@@ -77,6 +79,7 @@ class TurnRun:
         """Run the graph to its next pause or end, every event to the sink."""
         thread = self.thread
         thread.head.run_started()
+        graph_modes = frozenset(getattr(self.sink, "graph_modes", ()))
         stream = stream_in_worker(
             thread.graph,
             graph_input,
@@ -85,12 +88,13 @@ class TurnRun:
             f"turn-{thread.thread_id}",
             stop=thread.stop,
             values=getattr(self.sink, "wants_values", False),
-            **options,
+            graph_modes=graph_modes,
+            **{**self.options, **options},
         )
         try:
             for mode, payload, namespace in stream:
                 thread.head.observe(mode, payload)
-                if mode != CHECKPOINTS_MODE:
+                if mode != CHECKPOINTS_MODE or mode in graph_modes:
                     for event in from_stream(mode, payload, namespace):
                         self.sink.emit(event)
         except (KeyboardInterrupt, RunCancelled):

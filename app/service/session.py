@@ -103,6 +103,10 @@ class ChatSession:
         # Set from another thread (the HTTP server's cancel route) to stop the running turn the
         # way Ctrl-C does, once the step in progress has finished.
         self.stop = threading.Event()
+        # A LangGraph API client's run: its ids in every checkpoint's metadata (as LangGraph's
+        # server writes them; streamed message metadata carries them too) and its run options.
+        self.run_metadata: dict = {}
+        self.graph_options: dict = {}
 
     @property
     def config(self) -> dict:
@@ -116,7 +120,10 @@ class ChatSession:
     def _run(
         self, sink: EventSink, turn: int, metadata: dict, context: AgentContext | None = None
     ) -> TurnRun:
-        return TurnRun(self.thread, context or self.context, sink, turn, metadata)
+        metadata = {**self.run_metadata, **metadata}
+        return TurnRun(
+            self.thread, context or self.context, sink, turn, metadata, self.graph_options
+        )
 
     def _locked(self):  # type: ignore[no-untyped-def]
         return lock_thread(self.settings.database, self.thread_id)
@@ -124,8 +131,15 @@ class ChatSession:
     def turns(self) -> int:
         return self.head.load().values.get("turn", 0)
 
-    def run_turn(self, text: str, sink: EventSink, approver: Approver | None = None) -> TurnResult:
-        """One user turn. Risky tool calls go to `approver` when the policy is `ask`."""
+    def run_turn(
+        self,
+        text: str,
+        sink: EventSink,
+        approver: Approver | None = None,
+        message_id: str | None = None,
+    ) -> TurnResult:
+        """One user turn. Risky tool calls go to `approver` when the policy is `ask`.
+        `message_id`: the user message's id a client chose (else a new one)."""
         text = clean_input(text, self.settings.max_input_chars)
         with self._locked():
             # With DeltaChannel every full load of the head rebuilds the messages, which is what a
@@ -133,7 +147,7 @@ class ChatSession:
             head = self._settle(sink, approver, self.head.load())
             head = repair_interrupted(self.graph, self.thread_id, sink, head)
             turn = head.values.get("turn", 0) + 1
-            message = HumanMessage(content=text, id=new_message_id("human"))
+            message = HumanMessage(content=text, id=message_id or new_message_id("human"))
             context = with_experience(
                 self.context, self.graph.store, self.user, self.thread_id, text
             )
@@ -182,6 +196,15 @@ class ChatSession:
                 )
             run = self._run(sink, state.values.get("turn", 0), turn_metadata(state))
             run.drive(Command(resume=answer))
+            return run.finish(answer_approvals(run, None, just_ran=True))
+
+    def steer(self, command: Command, sink: EventSink) -> TurnResult:
+        """Run a client's LangGraph `Command` on the head: `update` the state and/or `goto` a node
+        (with `resume`, when the turn is paused), then go on as the graph's edges say."""
+        with self._locked():
+            state = load_state(self.graph, self.thread_id)
+            run = self._run(sink, state.values.get("turn", 0), turn_metadata(state))
+            run.drive(command)
             return run.finish(answer_approvals(run, None, just_ran=True))
 
     def replay(

@@ -13,7 +13,7 @@ import contextlib
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from typing import Any
 
 from langgraph.graph.state import CompiledStateGraph
@@ -72,16 +72,20 @@ def stream_in_worker(
     stop: threading.Event | None = None,
     *,
     values: bool = False,
+    graph_modes: Collection[str] = (),
     **options: Any,
 ) -> Iterator[tuple[str, Any, tuple[str, ...]]]:
     """(mode, payload, namespace) events of one run: the renderers' modes (with `values`, the whole
-    state after each step too) plus the thread's own checkpoints.
+    state after each step too; with `graph_modes`, those of LangGraph's modes) plus the thread's
+    own checkpoints.
     Setting `stop` (from another thread) ends the run at the step in progress: the worker is waited
     for, so nothing of the run is written after RunCancelled is raised. Closing the stream (the
     consumer's Ctrl-C) does not wait for the worker, but nothing of the run is written after it."""
     events = Handoff()
     cancelled = threading.Event()
     fence = Fence()
+    modes = [*STREAM_MODES, *(["values"] if values else []), CHECKPOINTS_MODE]
+    modes += [mode for mode in graph_modes if mode not in modes]
 
     def produce() -> None:
         try:
@@ -92,7 +96,7 @@ def stream_in_worker(
                 graph_input,
                 fenced(config, fence),
                 context=context,
-                stream_mode=[*STREAM_MODES, *(["values"] if values else []), CHECKPOINTS_MODE],
+                stream_mode=modes,
                 durability="sync",
                 subgraphs=True,
                 **options,
@@ -104,6 +108,8 @@ def stream_in_worker(
                     if namespace:
                         continue  # a subgraph's own checkpoints are never the thread's head
                     payload = without_fence(payload)
+                elif mode == "debug":
+                    payload = _debug_without_fence(payload)
                 events.put("event", (mode, payload, namespace), urgent=mode == "custom")
         except BaseException as exc:  # handed to the consumer, which re-raises it
             events.put("error", exc)
@@ -146,6 +152,13 @@ def without_fence(checkpoint: Any) -> Any:
             if key in checkpoint
         },
     }
+
+
+def _debug_without_fence(item: Any) -> Any:
+    """A `debug` item whose payload is a checkpoint carries the run's config: without its fence."""
+    if not isinstance(item, dict) or item.get("type") != "checkpoint":
+        return item
+    return {**item, "payload": without_fence(item.get("payload"))}
 
 
 def run_seconds_left(graph_input: Any, context: Any) -> float | None:

@@ -18,26 +18,37 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
-from langgraph.types import StateSnapshot
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from langchain_core.messages import BaseMessage
+from langgraph.types import Command, Send, StateSnapshot
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from app.config import Settings
 from app.errors import AppError, ConflictError, NotFoundError, UsageError
 from app.server.errors import ForbiddenError, error_body
-from app.server.standard.assistants import assistant
-from app.server.standard.wire import jsonable, user_text
+from app.server.standard.assistants import Assistant, assistant, graph_id_of
+from app.server.standard.wire import checkpoint_json, jsonable, user_message_id, user_text
 from app.service import api
 from app.service.context import only_tools
 from app.service.events import (
+    GRAPH_MODES,
     Event,
+    GraphChunk,
     MessageOut,
     NodeFailed,
     NodeUpdate,
     Notice,
     StateValues,
     Token,
+    TurnEnd,
     as_json,
 )
 from app.service.replay import rerun_at_once
@@ -48,9 +59,21 @@ from graphs.spec import RunSpec
 from tools import side_effect_names
 
 log = logging.getLogger("waypoint.server")
+RUN_SPEC_FIELDS = frozenset(RunSpec.__dataclass_fields__)
 
-StreamMode = Literal["values", "updates", "messages-tuple", "custom"]
-SUPPORTED_MODES = ("values", "updates", "messages-tuple", "custom")
+StreamMode = Literal[
+    "values",
+    "updates",
+    "messages",
+    "messages-tuple",
+    "custom",
+    "events",
+    "debug",
+    "tasks",
+    "checkpoints",
+]
+SUPPORTED_MODES: tuple[str, ...] = get_args(StreamMode)
+COMMAND_FIELDS = ("update", "goto", "resume", "graph")
 END = "__end__"
 MAX_KEPT_EVENTS = 20_000  # per run, for late joiners; a longer run keeps its newest ones
 
@@ -71,9 +94,10 @@ class RunRequest(BaseModel):
     stream_subgraphs: bool = False
     checkpoint_id: str | None = None
     checkpoint: dict | None = None
-    multitask_strategy: Literal["reject", "enqueue", "interrupt"] | None = None
+    multitask_strategy: Literal["reject", "enqueue", "interrupt", "rollback"] | None = None
     if_not_exists: Literal["reject", "create"] = "reject"
     on_disconnect: Literal["cancel", "continue"] = "continue"
+    on_completion: Literal["delete", "keep"] = "delete"  # a stateless run's thread
     interrupt_before: Any = None
     interrupt_after: Any = None
     # Waypoint's own: from an earlier checkpoint, leave the workspace files as they are
@@ -82,6 +106,9 @@ class RunRequest(BaseModel):
     keep_files: bool = False
     force: bool = False
     confirm: bool | None = None
+    # Waypoint's own: end the custom stream with a `final` event (the turn's status and answer),
+    # for the page; LangGraph's server sends no such event, so it is only sent when asked.
+    final_event: bool = False
 
     @field_validator("stream_mode", mode="before")
     @classmethod
@@ -96,12 +123,68 @@ class RunRequest(BaseModel):
 
     @field_validator("interrupt_before", "interrupt_after")
     @classmethod
-    def _no_breakpoints(cls, value: Any) -> Any:
-        if value:
+    def _breakpoints(cls, value: Any) -> Any:
+        if value in (None, "*") or (
+            isinstance(value, list) and all(isinstance(n, str) for n in value)
+        ):
+            return value or None
+        raise ValueError('give a list of node names, or "*" for every node')
+
+    @field_validator("command")
+    @classmethod
+    def _command(cls, value: dict | None) -> dict | None:
+        """LangGraph's fields; those present but null or empty (as RemoteGraph sends them) are
+        left out, and `graph` (which graph the command is for) names this one."""
+        if value is None:
+            return None
+        unknown = set(value) - set(COMMAND_FIELDS)
+        if unknown:
             raise ValueError(
-                "breakpoints are not supported; risky tool calls interrupt by themselves"
+                f"unknown command fields {sorted(unknown)}; use {', '.join(COMMAND_FIELDS[:3])}"
             )
-        return value
+        kept = {k: v for k, v in value.items() if k != "graph" and v not in (None, [], {}, "")}
+        if not kept:
+            raise ValueError('send "resume", "update" or "goto" in the command')
+        return kept
+
+    @model_validator(mode="after")
+    def _configurable_as_context(self) -> RunRequest:
+        """Run settings sent in config.configurable count as context (as langgraph dev copies
+        them); the context's own win."""
+        configurable = (self.config or {}).get("configurable") or {}
+        chosen = {k: v for k, v in configurable.items() if k in RUN_SPEC_FIELDS}
+        if chosen:
+            self.context = {**chosen, **(self.context or {})}
+        return self
+
+    @property
+    def graph_options(self) -> dict:
+        """LangGraph's run options the graph itself takes (breakpoints)."""
+        return {
+            name: value
+            for name, value in (
+                ("interrupt_before", self.interrupt_before),
+                ("interrupt_after", self.interrupt_after),
+            )
+            if value
+        }
+
+    def graph_command(self) -> Command:
+        """The command as LangGraph's own server maps it (goto names or sends, update pairs)."""
+        command = self.command or {}
+        goto = command.get("goto")
+        goto = goto if isinstance(goto, list) else [goto] if goto is not None else []
+        update = command.get("update")
+        if isinstance(update, list):
+            update = [tuple(pair) for pair in update]
+        try:
+            return Command(
+                update=update,
+                goto=[g if isinstance(g, str) else Send(g["node"], g["input"]) for g in goto],
+                resume=command.get("resume"),
+            )
+        except (KeyError, TypeError) as exc:
+            raise UsageError(f'command.goto: a node name or {{"node", "input"}} ({exc})') from None
 
     @property
     def start_checkpoint(self) -> str | None:
@@ -130,6 +213,7 @@ class Run:
     values: Any = None
     error: AppError | None = None
     stop: threading.Event = field(default_factory=threading.Event)
+    rollback: bool = False  # cancelled with action rollback: what it wrote is deleted
     done: threading.Event = field(default_factory=threading.Event)
     # set by the first event after the metadata (output, an error, or the end)
     answered: threading.Event = field(default_factory=threading.Event)
@@ -206,6 +290,15 @@ class Runs:
             for run_id in [k for k, r in self._runs.items() if r.thread_id == thread_id]:
                 del self._runs[run_id]
 
+    def forget(self, run_id: str) -> None:
+        with self._lock:
+            self._runs.pop(run_id, None)
+
+    def live(self) -> list[Run]:
+        """The runs not ended yet, on every thread."""
+        with self._lock:
+            return [r for r in self._runs.values() if not r.done.is_set()]
+
     def gate(self, thread_id: str) -> threading.Lock:
         with self._lock:
             return self._gates.setdefault(thread_id, threading.Lock())
@@ -223,19 +316,30 @@ class Runs:
             run.done.wait(timeout)
 
 
+def stop_run(runs: Runs, run: Run, action: str) -> None:
+    """Cancel a run after its current step; with action rollback, what it wrote goes too, and
+    so does the run itself once it has ended (as in LangGraph, `get` no longer finds it)."""
+    if not run.done.is_set() and action == "rollback":
+        run.rollback = True
+        threading.Thread(
+            target=lambda: (run.done.wait(), runs.forget(run.run_id)), daemon=True
+        ).start()
+    run.stop.set()
+
+
 def start_run(settings: Settings, runs: Runs, thread_id: str, request: RunRequest) -> Run:
     """Check the request, make the run and start its worker. Problems a client can fix (a bad
     context, a missing thread, a busy one with `reject`) are raised here, before anything runs."""
-    found = assistant(request.assistant_id)
+    found = assistant(request.assistant_id, settings)
+    if found.context:  # a client's own assistant: its context, under the run's own
+        request.context = {**found.context, **(request.context or {})}
     spec = request.spec()
-    if request.command is not None and set(request.command) - {"resume"}:
-        raise UsageError(
-            'only command.resume is supported (answer an interrupt with {"resume": …})'
-        )
-    if request.input is None and request.command is None and request.start_checkpoint is None:
-        raise UsageError('send "input", a "command" to resume, or a "checkpoint_id" to re-run from')
-    if request.input is not None:
-        user_text(request.input)  # a bad input is a 400 now, not an error event later
+    if request.input is not None:  # a bad input is a 400 now, not an error event later
+        user_text(request.input)
+        user_message_id(request.input)
+    if request.command is not None:
+        request.graph_command()
+    _nodes_must_exist(found, request)
     policy = approval_policy(settings, spec)
     _thread_must_exist(settings, thread_id, request.if_not_exists)
     strategy = request.multitask_strategy or "enqueue"
@@ -245,8 +349,8 @@ def start_run(settings: Settings, runs: Runs, thread_id: str, request: RunReques
             f"thread {thread_id} is running run {active.run_id}; wait for it, or send "
             '"multitask_strategy": "enqueue" or "interrupt"'
         )
-    if active is not None and strategy == "interrupt":
-        runs.cancel(active)
+    if active is not None and strategy in ("interrupt", "rollback"):
+        stop_run(runs, active, strategy)
     run = Run(
         str(uuid.uuid4()),
         thread_id,
@@ -264,6 +368,27 @@ def start_run(settings: Settings, runs: Runs, thread_id: str, request: RunReques
     )
     worker.start()
     return run
+
+
+def _nodes_must_exist(found: Assistant, request: RunRequest) -> None:
+    """Breakpoints and a command's goto name nodes of the graph: a typo is a 400, not a run that
+    fails or never pauses."""
+    goto = (request.command or {}).get("goto") or []
+    named = [
+        g if isinstance(g, str) else g["node"] for g in (goto if isinstance(goto, list) else [goto])
+    ]
+    for breakpoints in (request.interrupt_before, request.interrupt_after):
+        if isinstance(breakpoints, list):
+            named += breakpoints
+    if not named:
+        return
+    nodes = set(found.graph().nodes) - {"__start__"}
+    unknown = sorted(set(named) - nodes)
+    if unknown:
+        raise UsageError(
+            f"{found.graph_id} has no node {', '.join(unknown)}; "
+            f"its nodes are: {', '.join(sorted(nodes))}"
+        )
 
 
 def approval_policy(settings: Settings, spec: RunSpec) -> ApprovalPolicy:
@@ -312,8 +437,13 @@ def _work(
             with _runtime(settings, spec, policy) as runtime:
                 session = runtime.session(run.thread_id, _strategy_of(request, strategy))
                 session.stop = run.stop
-                sink = StandardSink(run, request.stream_mode, request.stream_subgraphs)
-                _dispatch(runtime, session, sink, request, settings)
+                sink = StandardSink(
+                    run, request.stream_mode, request.stream_subgraphs, request.final_event
+                )
+                sink.start(request.input)
+                with _undone_if_rolled_back(run, runtime):
+                    client_session = _for_client(session, run, request, strategy)
+                    _dispatch(runtime, client_session, sink, request, settings)
         run.set_status("success")
     except TurnInterrupted:
         run.set_status("interrupted")
@@ -373,10 +503,13 @@ def _dispatch(
     settings: Settings,
 ) -> None:
     if request.command is not None:
-        session.resume_with(request.command.get("resume"), sink)
+        _command(session, sink, request)
         return
     checkpoint = request.start_checkpoint
     workspace = None if request.keep_files else settings.workspace
+    if request.input is None and checkpoint is None:
+        _continue(session, sink)
+        return
     if request.input is None:
         _replay(runtime, session, sink, request, workspace)
         return
@@ -388,7 +521,52 @@ def _dispatch(
             workspace=workspace,
             force=request.force,
         )
-    session.run_turn(user_text(request.input), sink)
+    text, message_id = user_text(request.input), user_message_id(request.input)
+    session.run_turn(text, sink, message_id=message_id)
+
+
+def _for_client(session: ChatSession, run: Run, request: RunRequest, strategy: str) -> ChatSession:
+    """The session with the run's ids in its checkpoints' (and streamed messages') metadata, as
+    LangGraph's server writes them, and the client's breakpoints."""
+    session.run_metadata = {
+        "run_id": run.run_id,
+        "thread_id": run.thread_id,
+        "graph_id": graph_id_of(strategy),
+        "assistant_id": run.assistant_id,
+    }
+    session.graph_options = request.graph_options
+    return session
+
+
+@contextlib.contextmanager
+def _undone_if_rolled_back(run: Run, runtime: Runtime) -> Iterator[None]:
+    """A run cancelled with action rollback leaves nothing: its checkpoints are deleted before
+    the thread's next run may start (the caller holds the thread's gate)."""
+    try:
+        yield
+    except TurnInterrupted:
+        if run.rollback:
+            api.undo_run(runtime.database, run.thread_id, run.run_id)
+        raise
+
+
+def _command(session: ChatSession, sink: StandardSink, request: RunRequest) -> None:
+    """A resume answers the paused approval; goto / update steer the graph (LangGraph's
+    Command), resuming as well when they come with a resume value."""
+    command = request.command or {}
+    if set(command) == {"resume"}:
+        session.resume_with(command["resume"], sink)
+        return
+    session.steer(request.graph_command(), sink)
+
+
+def _continue(session: ChatSession, sink: StandardSink) -> None:
+    """No input: go on from the head (past a breakpoint), as LangGraph runs a None input."""
+    if session.head.load().config["configurable"].get("checkpoint_id") is None:
+        raise UsageError(
+            f'thread {session.thread_id} has no turns yet; send "input" (or a "command")'
+        )
+    session.resume(sink)
 
 
 def _replay(
@@ -435,25 +613,49 @@ def _refuse_side_effects(session: ChatSession) -> Callable[[StateSnapshot, list]
 
 
 class StandardSink:
-    """A run's events in LangGraph's stream modes, published on the run."""
+    """A run's events in LangGraph's stream modes, published on the run as LangGraph's server
+    sends them: `messages-tuple` as (message, metadata) pairs, `messages` as accumulated
+    `messages/partial` / `messages/complete` with their `messages/metadata` first, LangGraph's own
+    `debug`, `tasks` and `checkpoints` passed through, and `events` made from the same stream."""
 
     wants_values = True
 
-    def __init__(self, run: Run, modes: list[str], subgraphs: bool) -> None:
+    def __init__(
+        self, run: Run, modes: list[str], subgraphs: bool, final_event: bool = False
+    ) -> None:
         self.run, self.modes, self.subgraphs = run, set(modes), subgraphs
+        self.final_event = final_event
+        self.graph_modes = self.modes & GRAPH_MODES
         self._partial: list[str] = []
+        self._messages: dict[str, BaseMessage] = {}  # for `messages`: each message so far, by id
+        self._values: Any = None  # the last state, the `events` run's output
 
     def partial_answer(self) -> str:
         return "".join(self._partial)
 
+    def start(self, run_input: Any) -> None:
+        """`events` mode: the run's start, with its input."""
+        if "events" in self.modes:
+            self._publish_event("on_chain_start", "LangGraph", {"input": jsonable(run_input)})
+
     def emit(self, event: Event) -> None:
         if isinstance(event, Token) and event.text:
             self._partial.append(event.text)
+        if isinstance(event, StateValues) and not event.namespace:
+            self._values = event.values
+        if "events" in self.modes:
+            self._event(event)
+        if isinstance(event, Token | MessageOut) and "messages" in self.modes:
+            self._whole_message(event)
+        if isinstance(event, TurnEnd) and not self.final_event:
+            return  # Waypoint's own summary of the turn: LangGraph's server sends no such event
         mode, data, namespace = self._wire(event)
         if mode is None or mode_name(mode) not in self.modes:
             return
         if namespace and not self.subgraphs:
-            return
+            if mode != "messages":
+                return
+            namespace = ()  # LangGraph streams a subgraph's messages without subgraphs too
         self.run.publish("|".join([mode, *namespace]) if namespace else mode, data)
 
     def _wire(self, event: Event) -> tuple[str | None, Any, tuple[str, ...]]:
@@ -465,10 +667,76 @@ class StandardSink:
             return "values", jsonable(event.values), event.namespace
         if isinstance(event, NodeUpdate):
             return "updates", {event.node: jsonable(event.update)}, event.namespace
+        if isinstance(event, GraphChunk):
+            return event.mode, graph_chunk_json(event), event.namespace
         if isinstance(event, NodeFailed):
             log.error("internal error in node %s:\n%s", event.node, event.traceback)
-        wire = as_json(event)  # Waypoint's own events: tool cards, retries, notices, the end
+        wire = as_json(event)  # Waypoint's own events: tool cards, retries, notices
         return "custom", {"type": wire.pop("event"), **wire}, ()
+
+    def _whole_message(self, event: Token | MessageOut) -> None:
+        """`messages` mode: the message so far (chunks added up), its metadata once first."""
+        message = event.chunk if isinstance(event, Token) else event.message
+        if message is None:
+            return
+        key = message.id or ""
+        if key in self._messages and isinstance(event, Token):
+            self._messages[key] = self._messages[key] + message  # type: ignore[operator]
+        else:
+            if key not in self._messages:
+                self.run.publish("messages/metadata", {key: {"metadata": jsonable(event.metadata)}})
+            self._messages[key] = message
+        kind = "messages/partial" if isinstance(event, Token) else "messages/complete"
+        self.run.publish(kind, [jsonable(self._messages[key])])
+
+    def _event(self, event: Event) -> None:
+        """`events` mode: the astream_events (v2) records a client reads most, made from the
+        run's stream: the run's start (see `start`), each model token, each node's update, and
+        the run's end."""
+        if isinstance(event, Token) and event.chunk is not None:
+            self._publish_event(
+                "on_chat_model_stream",
+                event.node or "model",
+                {"chunk": jsonable(event.chunk)},
+                jsonable(event.metadata),
+            )
+        elif isinstance(event, NodeUpdate) and not event.namespace:
+            chunk = {event.node: jsonable(event.update)}
+            self._publish_event("on_chain_stream", "LangGraph", {"chunk": chunk})
+        elif isinstance(event, TurnEnd):
+            self._publish_event("on_chain_end", "LangGraph", {"output": jsonable(self._values)})
+
+    def _publish_event(
+        self, kind: str, name: str, data: dict, metadata: dict | None = None
+    ) -> None:
+        run_id = self.run.run_id
+        record = {
+            "event": kind,
+            "name": name,
+            "run_id": run_id,
+            "data": data,
+            "metadata": metadata or {},
+            "tags": [],
+            "parent_ids": [run_id] if kind == "on_chat_model_stream" else [],
+        }
+        self.run.publish("events", record)
+
+
+def graph_chunk_json(chunk: GraphChunk) -> Any:
+    """A LangGraph stream item as its server sends it: a `debug` checkpoint also names its
+    checkpoint and parent in the API's form."""
+    payload = chunk.payload
+    if chunk.mode == "debug" and isinstance(payload, dict) and payload.get("type") == "checkpoint":
+        inner = payload.get("payload") or {}
+        payload = {
+            **payload,
+            "payload": {
+                **inner,
+                "checkpoint": checkpoint_json(inner.get("config")),
+                "parent_checkpoint": checkpoint_json(inner.get("parent_config")),
+            },
+        }
+    return jsonable(payload)
 
 
 def mode_name(event: str) -> str:

@@ -5,7 +5,10 @@ runs routes (stream, wait, background, join, cancel) over runs.py."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import threading
 import uuid
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Query, Request, Response
@@ -14,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.config import Settings
 from app.db import open_database
-from app.errors import NotFoundError, UsageError
+from app.errors import ConflictError, NotFoundError, UsageError
 from app.server.events import sse
 from app.server.params import ThreadId
 from app.server.standard.runs import (
@@ -24,12 +27,14 @@ from app.server.standard.runs import (
     error_event,
     first_problem,
     start_run,
+    stop_run,
     stream_events,
 )
 from app.server.standard.wire import jsonable, state_json, state_values, task_interrupts
 from app.service import api
 from app.service.api import ThreadView
 
+MAX_BATCH = 100  # stateless runs in one /runs/batch
 SSE_RESPONSE = {200: {"content": {"text/event-stream": {}}, "description": "Server-Sent Events"}}
 
 
@@ -54,6 +59,13 @@ class ThreadSearch(BaseModel):
     sort_order: Literal["asc", "desc"] | None = None
 
 
+class ThreadPrune(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    thread_ids: list[str] = Field(default_factory=list, max_length=1000)
+    strategy: Literal["delete", "keep_latest"] = "delete"
+
+
 class ThreadPatch(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
@@ -76,6 +88,14 @@ class HistoryRequest(BaseModel):
     before: dict | str | None = None
     metadata: dict[str, Any] | None = None
     checkpoint: dict | None = None
+
+
+class CancelMany(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    thread_id: str | None = None
+    run_ids: list[str] | None = Field(None, max_length=1000)
+    status: Literal["pending", "running", "all"] | None = None
 
 
 class CheckpointRequest(BaseModel):
@@ -141,6 +161,26 @@ def routes() -> APIRouter:
     def count_threads(request: Request, body: Annotated[ThreadSearch | None, Body()] = None) -> int:
         body = (body or ThreadSearch()).model_copy(update={"limit": 1000, "offset": 0})
         return len(search_threads(request, body))
+
+    @api_router.post("/threads/prune", tags=["threads"])
+    def prune_threads(request: Request, body: ThreadPrune) -> dict:
+        """Delete these threads (those that do not exist are not counted). Keeping only the
+        latest state is the CLI's `threads prune --keep-last-turns 1`."""
+        if body.strategy != "delete":
+            raise UsageError(
+                'only "strategy": "delete" is supported; to keep a thread\'s last turn only, run '
+                "`python -m app threads prune --keep-last-turns 1`"
+            )
+        settings, pruned = settings_of(request), 0
+        with open_database(settings.database, settings.busy_timeout) as database:
+            for thread_id in body.thread_ids:
+                if runs_of(request).active(thread_id) is not None:
+                    raise ConflictError(f"thread {thread_id} is running a run; cancel it first")
+                with contextlib.suppress(NotFoundError):
+                    api.delete_thread(database, thread_id)
+                    pruned += 1
+                runs_of(request).forget_thread(thread_id)
+        return {"pruned_count": pruned}
 
     @api_router.get("/threads/{thread_id}", tags=["threads"])
     def get_thread(request: Request, thread_id: ThreadId) -> dict:
@@ -269,17 +309,78 @@ def routes() -> APIRouter:
         """The run's events from its start, then live until it ends."""
         return _sse(runs_of(request).get(thread_id, run_id), cancel_on_disconnect=False)
 
+    @api_router.get("/threads/{thread_id}/stream", responses=SSE_RESPONSE, tags=["threads"])
+    def join_thread_stream(request: Request, thread_id: ThreadId) -> StreamingResponse:
+        """The thread's running run's events from its start, live until it ends (none running:
+        an empty stream)."""
+        settings = settings_of(request)
+        with open_database(settings.database, settings.busy_timeout) as database:
+            api.thread_view(database, thread_id)  # a missing thread is a 404
+        active = runs_of(request).active(thread_id)
+        if active is None:
+            return StreamingResponse(iter(()), media_type="text/event-stream")
+        return _sse(active, cancel_on_disconnect=False)
+
+    @api_router.post("/runs/stream", responses=SSE_RESPONSE, tags=["stateless runs"])
+    async def stream_stateless(request: Request, body: RunRequest):  # type: ignore[no-untyped-def]
+        """A run on a new thread of its own, streamed; the thread is deleted when the run ends
+        (unless "on_completion": "keep")."""
+        run, _ = await start_stateless(request, body)
+        return await run_events(run, body)
+
+    @api_router.post("/runs/wait", tags=["stateless runs"])
+    async def wait_stateless(request: Request, body: RunRequest):  # type: ignore[no-untyped-def]
+        """A run on a new thread of its own, answered with its values."""
+        run, cleanup = await start_stateless(request, body, awaited=True)
+        await asyncio.to_thread(run.done.wait)
+        await asyncio.to_thread(cleanup)
+        return _outcome(run)
+
+    @api_router.post("/runs", tags=["stateless runs"])
+    async def create_stateless(request: Request, body: RunRequest) -> dict:
+        """A run on a new thread of its own, in the background."""
+        run, _ = await start_stateless(request, body)
+        return run.as_json()
+
+    @api_router.post("/runs/batch", tags=["stateless runs"])
+    async def create_stateless_batch(
+        request: Request, body: Annotated[list[RunRequest], Body(max_length=MAX_BATCH)]
+    ) -> list[dict]:
+        """Several stateless runs in the background, each on a thread of its own."""
+        return [(await start_stateless(request, one))[0].as_json() for one in body]
+
+    @api_router.post("/runs/cancel", status_code=204, tags=["runs"])
+    def cancel_runs(
+        request: Request,
+        body: CancelMany,
+        action: Literal["interrupt", "rollback"] = "interrupt",
+    ) -> Response:
+        """Cancel runs by id (of one thread), or every pending / running one."""
+        runs = runs_of(request)
+        if body.status is not None:
+            if body.thread_id or body.run_ids:
+                raise UsageError('give either "status", or "thread_id" and "run_ids"')
+            chosen = [r for r in runs.live() if body.status in ("all", r.status)]
+        elif body.thread_id is not None and body.run_ids:
+            chosen = [runs.get(body.thread_id, run_id) for run_id in body.run_ids]
+        else:
+            raise UsageError('give "thread_id" and "run_ids", or a "status"')
+        for run in chosen:
+            stop_run(runs, run, action)
+        return Response(status_code=204)
+
     @api_router.post("/threads/{thread_id}/runs/{run_id}/cancel", status_code=202, tags=["runs"])
     async def cancel_run(
         request: Request,
         thread_id: ThreadId,
         run_id: str,
         wait: bool = False,
-        action: Literal["interrupt"] = "interrupt",
+        action: Literal["interrupt", "rollback"] = "interrupt",
     ) -> dict:
-        """Stop the run after its current step, as Ctrl-C does in the terminal."""
+        """Stop the run after its current step, as Ctrl-C does in the terminal; with action
+        rollback, what the run wrote is deleted too (the thread is as it was before it)."""
         run = runs_of(request).get(thread_id, run_id)
-        run.stop.set()
+        stop_run(runs_of(request), run, action)
         if wait:
             await asyncio.to_thread(run.done.wait)
         return run.as_json()
@@ -294,11 +395,48 @@ def routes() -> APIRouter:
     return api_router
 
 
+async def start_stateless(
+    request: Request, body: RunRequest, *, awaited: bool = False
+) -> tuple[Run, Callable[[], None]]:
+    """A run on a new thread of its own, and what deletes that thread (nothing with
+    "on_completion": "keep"). Unless `awaited` (the caller deletes it after the run), the thread
+    is deleted once the run has ended, as LangGraph's server does."""
+    settings, runs = request.app.state.settings, request.app.state.runs
+    thread_id = str(uuid.uuid4())
+
+    def create() -> None:
+        with open_database(settings.database, settings.busy_timeout) as database:
+            api.create_thread(database, thread_id, metadata={"stateless": True})
+
+    def delete() -> None:
+        with (
+            open_database(settings.database, settings.busy_timeout) as database,
+            contextlib.suppress(NotFoundError),  # the client deleted it already
+        ):
+            api.delete_thread(database, thread_id)
+        runs.forget_thread(thread_id)
+
+    await asyncio.to_thread(create)
+    try:
+        run = await asyncio.to_thread(start_run, settings, runs, thread_id, body)
+    except Exception:
+        await asyncio.to_thread(delete)
+        raise
+    cleanup = delete if body.on_completion == "delete" else lambda: None
+    if not awaited:
+        threading.Thread(target=lambda: (run.done.wait(), cleanup()), daemon=True).start()
+    return run, cleanup
+
+
 async def streamed_run(request: Request, thread_id: str, body: RunRequest) -> StreamingResponse:
     """Start a run and answer with its events; a problem before its first event (a busy thread,
     bad input) is a plain HTTP error instead."""
     settings, runs = request.app.state.settings, request.app.state.runs
     run = await asyncio.to_thread(start_run, settings, runs, thread_id, body)
+    return await run_events(run, body)
+
+
+async def run_events(run: Run, body: RunRequest) -> StreamingResponse:
     problem = await first_problem(run)
     if problem is not None:
         raise problem
@@ -311,12 +449,25 @@ def _state(settings: Settings, thread_id: str, checkpoint_id: str | None) -> dic
 
 
 def _history(settings: Settings, thread_id: str, body: HistoryRequest) -> list:
-    before = body.before.get("checkpoint_id") if isinstance(body.before, dict) else body.before
+    before = checkpoint_id_of(body.before)
     with open_database(settings.database, settings.busy_timeout) as database:
         states = api.state_history(
             database, thread_id, limit=body.limit, before=before, metadata=body.metadata
         )
     return [state_json(s) for s in states]
+
+
+def checkpoint_id_of(ref: dict | str | None) -> str | None:
+    """A checkpoint named as LangGraph's clients do: its id, a checkpoint ({"checkpoint_id"}) or
+    a config ({"configurable": {"checkpoint_id"}}). A dict naming none is a 400."""
+    if not isinstance(ref, dict):
+        return ref
+    found = ref.get("checkpoint_id") or (ref.get("configurable") or {}).get("checkpoint_id")
+    if not isinstance(found, str):
+        raise UsageError(
+            'name the checkpoint as {"checkpoint_id": ...} or {"configurable": {"checkpoint_id": ...}}'
+        )
+    return found
 
 
 def _status(runs: Runs, thread_id: str, head: Any) -> str:

@@ -11,6 +11,7 @@ from langgraph.types import Interrupt, StateSnapshot
 from app.errors import UsageError
 
 MAX_INPUT_MESSAGES = 100
+MAX_MESSAGE_ID_CHARS = 200
 
 
 def jsonable(value: Any) -> Any:
@@ -101,6 +102,23 @@ def task_interrupts(snapshot: StateSnapshot | None) -> dict[str, list[dict]]:
 def user_text(run_input: Any) -> str:
     """The user's message of a run's input: `{"messages": [...]}` whose last message is the
     user's (a dict with role/type and content, or plain text)."""
+    last = _last_user_message(run_input)
+    if isinstance(last.content, str):
+        return last.content
+    texts = [b.get("text", "") for b in last.content if isinstance(b, dict)]
+    return "".join(t for t in texts if isinstance(t, str))
+
+
+def user_message_id(run_input: Any) -> str | None:
+    """The id the client gave the user's message, kept so that a client sending the whole
+    conversation again (RemoteGraph as a subgraph) does not duplicate it."""
+    message_id = _last_user_message(run_input).id
+    if message_id is not None and not 0 < len(message_id) <= MAX_MESSAGE_ID_CHARS:
+        raise UsageError(f"a message id has 1 to {MAX_MESSAGE_ID_CHARS} characters")
+    return message_id
+
+
+def _last_user_message(run_input: Any) -> HumanMessage:
     if not isinstance(run_input, dict) or not isinstance(run_input.get("messages"), list):
         raise UsageError('the input must be {"messages": [{"role": "user", "content": "..."}]}')
     messages = run_input["messages"]
@@ -112,10 +130,7 @@ def user_text(run_input: Any) -> str:
         raise UsageError(f"input.messages: {exc}") from None
     if not isinstance(last, HumanMessage):
         raise UsageError("the last message of input.messages must be the user's (role user)")
-    if isinstance(last.content, str):
-        return last.content
-    texts = [b.get("text", "") for b in last.content if isinstance(b, dict)]
-    return "".join(t for t in texts if isinstance(t, str))
+    return last
 
 
 def state_values(values: Any) -> dict | None:

@@ -148,14 +148,17 @@ function serverApi({ onUnauthorized }) {
   }
 
   async function strategies() {
-    const found = await json("POST", "/assistants/search", { limit: 50 });
+    const found = (await json("POST", "/assistants/search", { limit: 100 })).filter((a) => a.metadata.strategy);
     for (const assistant of found) graphs.set(assistant.metadata.strategy, assistant.graph_id);
     return found.map((a) => ({ strategy: a.metadata.strategy, graph_id: a.graph_id, description: a.description }));
   }
 
   async function runOn(id, body, onEvent) {
     try {
-      await stream(`${thread(id)}/runs/stream`, { stream_mode: ["custom", "messages-tuple"], ...body }, runEvents(id, onEvent));
+      // final_event: Waypoint's own last event (the turn's status and answer), which LangGraph's
+      // server does not send, so a client asks for it.
+      const defaults = { stream_mode: ["custom", "messages-tuple"], final_event: true };
+      await stream(`${thread(id)}/runs/stream`, { ...defaults, ...body }, runEvents(id, onEvent));
     } finally {
       runs.delete(id);
     }
