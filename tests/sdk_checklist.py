@@ -752,7 +752,8 @@ def _(b: Bench) -> None:
         "goto": [],
     }
     done = b.client.runs.wait(tid, b.assistant, command=command, context=ASK)
-    assert done["status"] == "answered"
+    # the turn ran on: the rejected call's action was not done (serve records that as failed)
+    assert done["status"] in ("answered", "failed") and done["messages"][-1]["type"] == "ai"
 
 
 @check("runs.wait(command goto)")
