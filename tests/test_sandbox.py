@@ -680,6 +680,7 @@ CLEAN_REPORT = {
     "namespaces": {"ipc": "ipc:[3]", "net": "net:[4]"},
     "dev_shm": 41,
     "fds": [],
+    "key_lists": [],
 }
 
 
@@ -699,6 +700,7 @@ CLEAN_REPORT = {
         ({"namespaces": {"ipc": "ipc:[3]", "net": "net:[2]"}}, "namespaces are shared: net"),
         ({"dev_shm": 27}, "/dev/shm is the host's"),
         ({"fds": [3, 251]}, "file descriptors other than 0, 1 and 2 are open: [3, 251]"),
+        ({"key_lists": ["/proc/keys"]}, "the kernel's key lists are readable: /proc/keys"),
     ],
 )
 def test_probe_refuses_a_sandbox_that_shares_a_kernel_object_channel(
@@ -738,7 +740,7 @@ def test_tool_reports_a_failing_program_as_a_normal_result(sandbox: Sandbox) -> 
 
 def test_tool_reports_the_limit_that_was_hit(sandbox: Sandbox) -> None:
     text = make_python_tool(sandbox).invoke({"code": "x = bytearray(2 * 1024**3)"})
-    assert text.startswith("exit status: 1\nlimit hit: memory — memory limit (256 MiB)\nstdout:\n")
+    assert text.startswith("exit status: 1\nlimit hit: memory — memory limit (256 MiB for the whole sandbox)\nstdout:\n")
     text = make_python_tool(sandbox).invoke({"code": "import ctypes\nctypes.string_at(0)"})
     assert text.startswith("exit status: killed by signal SIGSEGV\nlimit hit: none\n")
 
