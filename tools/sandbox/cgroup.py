@@ -52,6 +52,14 @@ class TreeBounds:
     cpus: float | None
     reason: str = ""
 
+    @property
+    def process_rlimit(self) -> int:
+        """RLIMIT_NPROC: the bound itself in the fallback; in a cgroup only a backstop above
+        pids.max, so that the cgroup refuses first and counts the refusal in pids.events."""
+        if self.mode == "rlimit":
+            return self.max_processes
+        return self.max_processes + TRUSTED_PROCESSES + 1
+
     def describe(self) -> str:
         """One line for `doctor` and the docs."""
         memory = self.memory_bytes // MIB

@@ -124,7 +124,7 @@ def sandbox_command(
         f"--cpu={sandbox.cpu_seconds}:{sandbox.cpu_seconds + 1}",
         f"--as={bounds.process_memory_bytes}",
         f"--fsize={sandbox.file_size_bytes}",
-        f"--nproc={bounds.max_processes}",
+        f"--nproc={bounds.process_rlimit}",
         f"--nofile={sandbox.max_open_files}",
         "--core=0",
         "--",

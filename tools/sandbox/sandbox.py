@@ -103,6 +103,7 @@ class Sandbox:
             self.uid,
             self.gid,
             self.use_cgroup,
+            os.geteuid(),  # a probe as root says nothing about a sandbox made by another user
         )
         with _PROBE_LOCK:
             if key not in _PROBE_CACHE:
