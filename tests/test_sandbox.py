@@ -11,6 +11,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -22,13 +23,21 @@ from tools.sandbox import (
     RunResult,
     Sandbox,
     SandboxSetupError,
+    format_result,
     make_python_tool,
     plan_root,
     setup_script,
 )
 from tools.sandbox.cgroup import find_hierarchies, plan_bounds, usable_hierarchies
 from tools.sandbox.limits import MIB, limit_from_outcome
-from tools.sandbox.probe import NAMESPACES, HostView, host_view, judge_probe, probe_program
+from tools.sandbox.probe import (
+    NAMESPACES,
+    HostView,
+    host_view,
+    judge_bounds,
+    judge_probe,
+    probe_program,
+)
 from tools.sandbox.seccomp import keyring_filter
 
 REPO = Path(__file__).resolve().parent.parent
@@ -281,6 +290,9 @@ def check_the_tree_bound(result: RunResult, sandbox: Sandbox) -> None:
         assert result.stderr.count("MemoryError") == 6
     else:
         assert result.limit_hit == "memory", result
+        assert format_result(result, sandbox).startswith(
+            "exit status: 0\nlimit hit: memory — memory limit (256 MiB for the whole sandbox)\n"
+        )
         assert result.memory_peak_bytes is not None
         assert 0 < result.memory_peak_bytes <= SMALL["memory_bytes"]
 
@@ -309,6 +321,33 @@ def test_fork_bomb_hits_the_process_limit_and_is_reported(
     assert result.limit_hit == ("processes" if use_cgroup else None), result
 
 
+def test_busy_children_together_get_at_most_the_sandbox_cpus(
+    make_sandbox: Callable[..., Sandbox],
+) -> None:
+    if not machine_has_a_cgroup():
+        pytest.skip("no cgroup can be made on this machine")
+    sandbox = make_sandbox(cpus=1)
+    code = """
+import os, time
+start = time.monotonic()
+pids = []
+for _ in range(3):
+    pid = os.fork()
+    if pid == 0:
+        while time.process_time() < 0.3:
+            pass
+        os._exit(0)
+    pids.append(pid)
+for pid in pids:
+    os.waitpid(pid, 0)
+print(os.times().children_user + os.times().children_system, time.monotonic() - start)
+"""
+    result = sandbox.run(code)
+    cpu, wall = map(float, result.stdout.split())
+    assert cpu >= 0.85  # the three children did burn their 0.3 s each
+    assert cpu / wall <= 1.25  # on one CPU (slack for the quota's 100 ms period), not two
+
+
 def test_the_cgroup_is_removed_after_each_run(make_sandbox: Callable[..., Sandbox]) -> None:
     if not machine_has_a_cgroup():
         pytest.skip("no cgroup can be made on this machine")
@@ -331,6 +370,17 @@ def test_fallback_splits_the_memory_so_the_product_stays_under_it() -> None:
     bounds, _ = plan_bounds(512 * MIB, 32, 1.0, use_cgroup=False)
     assert (bounds.max_processes, bounds.process_memory_bytes) == (8, 64 * MIB)
     assert bounds.describe().startswith("rlimit fallback: 8 processes × 64 MiB = 512 MiB at most")
+
+
+def test_probe_refuses_a_cgroup_that_did_not_hold_the_sandbox() -> None:
+    bounds, _ = plan_bounds(256 * MIB, 8, 1.0, use_cgroup=False)
+    assert judge_bounds(bounds, charged=False) == (True, "")  # no cgroup to hold it
+    v1 = replace(bounds, mode="cgroup v1")
+    assert judge_bounds(v1, charged=True) == (True, "")
+    assert judge_bounds(v1, charged=False) == (
+        False,
+        "the sandbox's cgroup (cgroup v1) did not hold its processes",
+    )
 
 
 def test_cgroup_hierarchies_are_found_from_mountinfo_and_membership(tmp_path: Path) -> None:

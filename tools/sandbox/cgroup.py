@@ -118,15 +118,16 @@ def _detect() -> tuple[list[Hierarchy], str]:
     found = find_hierarchies(mountinfo, membership)
     v2 = [h for h in found if h.version == 2]
     v1 = [h for h in found if h.version == 1]
+    without_cpu = [h for h in v1 if h.controllers != {"cpu"}]  # CPU is the one we can do without
     reasons = []
-    for candidate in (v2, v1):
+    for candidate in (v2, v1, without_cpu if without_cpu != v1 else []):
         if not candidate:
             continue
         try:
             _check(candidate)
             return candidate, ""
         except OSError as exc:
-            reasons.append(f"{exc.filename or 'cgroup'}: {exc.strerror}")
+            reasons.append(f"{exc.filename}: {exc.strerror}")
     if not reasons:
         return [], "no cgroup hierarchy with the memory and pids controllers is mounted"
     return [], "; ".join(reasons)
@@ -229,7 +230,10 @@ class TreeCgroup:
         """Make the cgroup and set its limits; raises OSError (after removing what it made)."""
         try:
             for h, directory in zip(self.hierarchies, self.dirs, strict=True):
-                directory.mkdir(mode=0o755)
+                try:
+                    directory.mkdir(mode=0o755)
+                except OSError as exc:
+                    raise OSError(exc.errno, exc.strerror, str(h.path)) from None
                 self._limit(h, directory, memory_bytes, max_processes + TRUSTED_PROCESSES, cpus)
         except OSError:
             self.remove()
@@ -275,6 +279,16 @@ class TreeCgroup:
                 with suppress(OSError, ValueError):
                     return int((directory / name).read_text())
         return None
+
+    def charged(self) -> bool:
+        """Whether the cgroup accounted for any of the run (a launcher that never joined it leaves
+        it untouched): CPU time in v2's cpu.stat, which every v2 cgroup has, or v1's memory peak."""
+        for h, directory in zip(self.hierarchies, self.dirs, strict=True):
+            if h.version == 2 and _counter(directory / "cpu.stat", "usage_usec") > 0:
+                return True
+            if h.version == 1 and "memory" in h.controllers:
+                return (self.memory_peak() or 0) > 0
+        return False
 
     def remove(self) -> None:
         """Kill whatever is left in the cgroup and remove it (bounded; a cgroup that will not go is

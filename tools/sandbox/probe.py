@@ -164,12 +164,12 @@ def judge_probe(result: RunResult, host_uid: int | None, host: HostView) -> tupl
     return True, ""
 
 
-def judge_bounds(result: RunResult, bounds: TreeBounds) -> tuple[bool, str]:
+def judge_bounds(bounds: TreeBounds, charged: bool) -> tuple[bool, str]:
     """``(True, "")`` if the bound in force really held the probe: in a cgroup mode, its cgroup
-    must have charged the probe's memory (a launcher that never joined it would leave 0)."""
-    if bounds.mode == "rlimit" or (result.memory_peak_bytes or 0) > 0:
+    must have ``charged`` the probe's run."""
+    if bounds.mode == "rlimit" or charged:
         return True, ""
-    return False, f"the sandbox's {bounds.mode} cgroup did not hold its processes"
+    return False, f"the sandbox's cgroup ({bounds.mode}) did not hold its processes"
 
 
 def _shared_kernel_objects(report: dict, host: HostView) -> list[str]:

@@ -144,7 +144,9 @@ class Sandbox:
                 return False, f"{tool} is missing or not executable"
         try:
             with host_view() as host:
-                result, host_uid = self._execute(probe_program(hidden_dirs(self.hide), host))
+                result, host_uid, charged = self._execute(
+                    probe_program(hidden_dirs(self.hide), host)
+                )
         except SandboxSetupError as exc:
             if inside_any(self.python.resolve(), ["/usr"]):
                 return False, str(exc)
@@ -153,16 +155,18 @@ class Sandbox:
                 "(Debian's python3 package in /usr/bin is)"
             )
         ok, reason = judge_probe(result, host_uid, host)
-        return (ok, reason) if not ok else judge_bounds(result, self.bounds)
+        return (ok, reason) if not ok else judge_bounds(self.bounds, charged)
 
-    def _execute(self, code: bytes) -> tuple[RunResult, int | None]:
-        """Run the program; return its result and the host uid the sandbox ran as (from its init)."""
+    def _execute(self, code: bytes) -> tuple[RunResult, int | None, bool]:
+        """Run the program; return its result, the host uid the sandbox ran as (from its init) and
+        whether its cgroup, if any, accounted for it."""
         group = self._make_cgroup()
         started = time.monotonic()
         try:
             streams, killed_for = self._launch(code, group, started)
             tree_limit = group.limit_hit() if group else None
             peak = group.memory_peak() if group else None
+            charged = group.charged() if group else False
         finally:
             if group:
                 group.remove()
@@ -174,7 +178,7 @@ class Sandbox:
             wall_seconds=self.wall_seconds,
             tree_limit=tree_limit,
         )
-        return replace(result, memory_peak_bytes=peak), host_uid
+        return replace(result, memory_peak_bytes=peak), host_uid, charged
 
     def _make_cgroup(self) -> TreeCgroup | None:
         """This run's cgroup with the tree's limits, or None in the rlimit fallback."""
