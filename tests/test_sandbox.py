@@ -28,7 +28,13 @@ from tools.sandbox import (
     plan_root,
     setup_script,
 )
-from tools.sandbox.cgroup import find_hierarchies, plan_bounds, usable_hierarchies
+from tools.sandbox.cgroup import (
+    Hierarchy,
+    TreeCgroup,
+    find_hierarchies,
+    plan_bounds,
+    usable_hierarchies,
+)
 from tools.sandbox.limits import MIB, limit_from_outcome
 from tools.sandbox.probe import (
     NAMESPACES,
@@ -404,6 +410,27 @@ def test_cgroup_hierarchies_are_found_from_mountinfo_and_membership(tmp_path: Pa
         (1, f"{tmp_path}/pids"),
     }
     assert find_hierarchies(v1.splitlines()[0], membership) == []  # no memory, no pids
+
+
+def test_v2_cgroup_files_written_and_read(tmp_path: Path) -> None:
+    """The cgroup v2 protocol, on a directory standing in for cgroupfs (this machine's v2 hierarchy
+    may have no memory controller): the limits written, the events read back as the limit hit."""
+    own = Hierarchy(2, frozenset({"cpu", "memory", "pids"}), tmp_path)
+    group = TreeCgroup([own])
+    group.create(256 * MIB, 8, 0.5)
+    (directory,) = group.dirs
+    written = {
+        name: (directory / name).read_text() for name in ("memory.max", "pids.max", "cpu.max")
+    }
+    assert written == {"memory.max": "268435456", "pids.max": "10", "cpu.max": "50000 100000"}
+    assert group.procs_files == [str(directory / "cgroup.procs")]
+    assert group.limit_hit() is None
+    (directory / "pids.events").write_text("max 3\n")
+    assert group.limit_hit() == "processes"
+    (directory / "memory.events").write_text("low 0\nhigh 0\nmax 9\noom 1\noom_kill 1\n")
+    assert group.limit_hit() == "memory"  # memory first: a killed process matters more
+    (directory / "cpu.stat").write_text("usage_usec 1200\nuser_usec 1000\n")
+    assert group.charged()
 
 
 def run_as_unprivileged_user(job: Callable[[], object]) -> object:

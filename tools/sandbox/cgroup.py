@@ -27,6 +27,7 @@ MIN_PROCESS_BYTES = 32 * MIB
 # In the cgroup besides the program's tree: unshare on the host side and the sandbox's PID 1.
 TRUSTED_PROCESSES = 2
 _REMOVE_SECONDS = 5.0
+SELF_LEAF = "waypoint"  # v2: where this process moves so that its cgroup can have children
 _NEEDED = ("memory", "pids")
 
 
@@ -198,12 +199,31 @@ def _check(hierarchies: list[Hierarchy]) -> None:
 
 
 def _enable_controllers(h: Hierarchy) -> None:
-    """Let children of this process's v2 cgroup use the controllers (EBUSY when the cgroup holds
-    processes and is not the root: the no-internal-processes rule)."""
+    """Let children of this process's v2 cgroup use the controllers. A cgroup other than the root
+    that holds processes cannot (EBUSY: the no-internal-processes rule), so when this process is
+    the only one in it (a delegated systemd scope or service) it first moves itself into a leaf,
+    as nsjail does; a cgroup shared with other processes is left as it is."""
     wanted = set(_NEEDED) | ({"cpu"} & h.controllers)
     missing = wanted - _read_words(h.path / "cgroup.subtree_control")
-    if missing:
-        _write(h.path / "cgroup.subtree_control", " ".join(f"+{c}" for c in sorted(missing)))
+    if not missing:
+        return
+    request = " ".join(f"+{c}" for c in sorted(missing))
+    try:
+        _write(h.path / "cgroup.subtree_control", request)
+        return
+    except OSError as exc:
+        if exc.errno != errno.EBUSY or _read_words(h.path / "cgroup.procs") != {str(os.getpid())}:
+            raise
+    leaf = h.path / SELF_LEAF
+    with suppress(FileExistsError):
+        leaf.mkdir(mode=0o755)
+    _write(leaf / "cgroup.procs", str(os.getpid()))
+    try:
+        _write(h.path / "cgroup.subtree_control", request)
+    except OSError:
+        with suppress(OSError):  # back where it was, as if never tried
+            _write(h.path / "cgroup.procs", str(os.getpid()))
+        raise
 
 
 def _write(path: Path, value: str) -> None:
