@@ -3,6 +3,7 @@ outlives a call, and the tool refuses (never falls back) when isolation cannot b
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
@@ -33,6 +34,7 @@ from tools.sandbox.cgroup import (
     TreeCgroup,
     find_hierarchies,
     plan_bounds,
+    sweep_stale,
     usable_hierarchies,
 )
 from tools.sandbox.limits import MIB, limit_from_outcome
@@ -365,6 +367,25 @@ def test_the_cgroup_is_removed_after_each_run(make_sandbox: Callable[..., Sandbo
     assert result.exit_code == 0 and result.memory_peak_bytes  # it ran inside a cgroup
     for place in places:
         assert list(place.glob(f"waypoint-sandbox-{os.getpid()}-*")) == []
+
+
+def test_cgroups_left_by_a_dead_waypoint_process_are_swept() -> None:
+    if not machine_has_a_cgroup():
+        pytest.skip("no cgroup can be made on this machine")
+    hierarchies = usable_hierarchies()[0]
+    ended = subprocess.Popen(["true"])
+    ended.wait()  # its pid is free again (and pids are not reused this soon)
+    stale = [h.path / f"waypoint-sandbox-{ended.pid}-0000" for h in hierarchies]
+    live = [h.path / f"waypoint-sandbox-{os.getpid()}-0000" for h in hierarchies]
+    for directory in stale + live:
+        directory.mkdir()
+    try:
+        sweep_stale(hierarchies)
+        assert [d.exists() for d in stale + live] == [False] * len(stale) + [True] * len(live)
+    finally:
+        for directory in stale + live:
+            with contextlib.suppress(FileNotFoundError):
+                directory.rmdir()
 
 
 def test_fallback_splits_the_memory_so_the_product_stays_under_it() -> None:

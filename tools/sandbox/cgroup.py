@@ -27,6 +27,7 @@ MIN_PROCESS_BYTES = 32 * MIB
 # In the cgroup besides the program's tree: unshare on the host side and the sandbox's PID 1.
 TRUSTED_PROCESSES = 2
 _REMOVE_SECONDS = 5.0
+_PREFIX = "waypoint-sandbox-"  # then the pid of the Waypoint process that made it
 SELF_LEAF = "waypoint"  # v2: where this process moves so that its cgroup can have children
 _NEEDED = ("memory", "pids")
 
@@ -126,6 +127,7 @@ def _detect() -> tuple[list[Hierarchy], str]:
             continue
         try:
             _check(candidate)
+            sweep_stale(candidate)
             return candidate, ""
         except OSError as exc:
             reasons.append(f"{exc.filename}: {exc.strerror}")
@@ -198,6 +200,27 @@ def _check(hierarchies: list[Hierarchy]) -> None:
         group.remove()
 
 
+def sweep_stale(hierarchies: list[Hierarchy]) -> None:
+    """Remove the empty cgroups of runs whose Waypoint process died before removing them (a
+    cgroup still holding processes cannot be removed, so only empty ones go)."""
+    for h in hierarchies:
+        for directory in h.path.glob(f"{_PREFIX}*"):
+            owner = directory.name[len(_PREFIX) :].split("-")[0]
+            if owner.isdigit() and not _alive(int(owner)):
+                with suppress(OSError):
+                    directory.rmdir()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
 def _enable_controllers(h: Hierarchy) -> None:
     """Let children of this process's v2 cgroup use the controllers. A cgroup other than the root
     that holds processes cannot (EBUSY: the no-internal-processes rule), so when this process is
@@ -238,7 +261,7 @@ class TreeCgroup:
     (its launcher writes itself into ``procs_files``), read for the limits hit, emptied and removed."""
 
     def __init__(self, hierarchies: list[Hierarchy]) -> None:
-        name = f"waypoint-sandbox-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        name = f"{_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:12]}"
         self.hierarchies = hierarchies
         self.dirs = [h.path / name for h in hierarchies]
 
