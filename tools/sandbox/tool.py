@@ -111,7 +111,7 @@ def make_python_tool(sandbox: Sandbox) -> BaseTool:
         f"{run_python.__doc__}\n\nOnly the standard library is available and nothing persists "
         f"between calls; /tmp is writable (up to {sandbox.tmpfs_bytes // MIB} MiB). Limits: "
         f"{sandbox.cpu_seconds} s CPU, {sandbox.wall_seconds:g} s wall clock, "
-        f"{memory_text(sandbox.bounds)} of memory, {sandbox.bounds.max_processes} processes and "
+        f"memory {memory_text(sandbox.bounds)}, {sandbox.bounds.max_processes} processes and "
         f"threads, {sandbox.output_bytes // KIB} KiB of output per stream. A failing program is "
         "reported, not raised."
     )
