@@ -424,7 +424,8 @@ def test_cgroup_hierarchies_are_found_from_mountinfo_and_membership(tmp_path: Pa
         f"39 31 0:36 / {tmp_path}/pids rw - cgroup cgroup rw,pids\n"
     )
     membership = "8:pids:/\n4:memory:/job/7\n2:cpu,cpuacct:/\n0::/app\n"
-    found = find_hierarchies(mountinfo + v1, membership)
+    again = "99 31 0:32 / /mnt/memory-again rw - cgroup cgroup rw,memory\n"
+    found = find_hierarchies(mountinfo + v1 + again, membership)
     assert {(h.version, str(h.path)) for h in found} == {
         (1, f"{tmp_path}/cpu"),
         (1, f"{tmp_path}/memory/job/7"),

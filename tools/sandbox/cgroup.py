@@ -138,7 +138,7 @@ def _detect() -> tuple[list[Hierarchy], str]:
 
 def find_hierarchies(mountinfo: str, membership: str) -> list[Hierarchy]:
     """This process's cgroup directories, from /proc/self/mountinfo and /proc/self/cgroup: the
-    unified (v2) one if it offers memory and pids, else the v1 hierarchies of memory, pids and cpu
+    unified (v2) one if it offers memory and pids, then the v1 hierarchies of memory, pids and cpu
     if memory and pids are both there."""
     paths = {}  # controller names ("" for v2) → this process's cgroup path
     for line in membership.splitlines():
@@ -147,11 +147,15 @@ def find_hierarchies(mountinfo: str, membership: str) -> list[Hierarchy]:
         paths[frozenset(names.split(",")) if names else frozenset()] = path
     v2: list[Hierarchy] = []
     v1: list[Hierarchy] = []
+    mounted: set[str] = set()  # the major:minor of each filesystem seen
     for line in mountinfo.splitlines():
         fields = line.split()
         if "-" not in fields or len(fields) < fields.index("-") + 4:
             continue
         dash = fields.index("-")
+        if fields[2] in mounted:  # the same hierarchy mounted again: its cgroups are the same
+            continue
+        mounted.add(fields[2])
         root, mount_point, fstype = fields[3], fields[4], fields[dash + 1]
         options = set(fields[dash + 3].split(","))
         if fstype == "cgroup2" and frozenset() in paths:
@@ -165,11 +169,9 @@ def find_hierarchies(mountinfo: str, membership: str) -> list[Hierarchy]:
             directory = _inside(mount_point, root, paths[names]) if names else None
             if wanted and directory:
                 v1.append(Hierarchy(1, wanted, directory))
-    if v2:
-        return v2
     if set(_NEEDED) <= set().union(*(h.controllers for h in v1)):
-        return v1
-    return []
+        return v2 + v1
+    return v2
 
 
 def _inside(mount_point: str, root: str, path: str) -> Path | None:
