@@ -245,20 +245,26 @@ finally:
 
 UNPRIVILEGED_UID = 1000
 # 6 children each touching 100 MiB: 600 MiB wanted under the 256 MiB of SMALL. A child that gets
-# its 100 MiB holds it for a moment so that the others' allocations overlap it.
+# its 100 MiB says so and keeps it; the parent counts those until every child has either said so or
+# died, so the count is of blocks held at the same time. Its exit takes the holders down.
 CHILDREN_TOUCHING_100_MIB = """
-import os, time
-pids = []
+import os, select
+ready_r, ready_w = os.pipe()
 for _ in range(6):
-    pid = os.fork()
-    if pid == 0:
+    if os.fork() == 0:
         block = bytearray(100 * 1024 * 1024)
         for i in range(0, len(block), 4096):
             block[i] = 1
-        time.sleep(0.3)
-        os._exit(0)
-    pids.append(pid)
-print(sum(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0 for pid in pids))
+        os.write(ready_w, b"x")
+        select.select([], [], [])
+os.close(ready_w)
+held = dead = 0
+while held + dead < 6:
+    if select.select([ready_r], [], [], 0.05)[0]:
+        held += len(os.read(ready_r, 6))
+    while dead < 6 and os.waitpid(-1, os.WNOHANG)[0]:
+        dead += 1
+print(held)
 """
 # Every process forks until refused, then holds its slot for a moment; only the first one reports.
 FORK_BOMB = """
