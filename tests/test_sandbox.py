@@ -3,6 +3,7 @@ outlives a call, and the tool refuses (never falls back) when isolation cannot b
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
@@ -11,6 +12,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -22,12 +24,28 @@ from tools.sandbox import (
     RunResult,
     Sandbox,
     SandboxSetupError,
+    format_result,
     make_python_tool,
     plan_root,
     setup_script,
 )
-from tools.sandbox.limits import limit_from_outcome
-from tools.sandbox.probe import NAMESPACES, HostView, host_view, judge_probe, probe_program
+from tools.sandbox.cgroup import (
+    Hierarchy,
+    TreeCgroup,
+    find_hierarchies,
+    plan_bounds,
+    sweep_stale,
+    usable_hierarchies,
+)
+from tools.sandbox.limits import MIB, limit_from_outcome
+from tools.sandbox.probe import (
+    NAMESPACES,
+    HostView,
+    host_view,
+    judge_bounds,
+    judge_probe,
+    probe_program,
+)
 from tools.sandbox.seccomp import keyring_filter
 
 REPO = Path(__file__).resolve().parent.parent
@@ -221,6 +239,307 @@ finally:
     assert result.limit_hit == "processes"
     assert "BlockingIOError" in result.stderr
     assert int(result.stdout) < SMALL["max_processes"]
+
+
+# --- the whole tree: one bound for every process --------------------------------------------------
+
+UNPRIVILEGED_UID = 1000
+# 6 children each touching 100 MiB: 600 MiB wanted under the 256 MiB of SMALL. A child that gets
+# its 100 MiB says so and keeps it; the parent counts those until every child has either said so or
+# died, so the count is of blocks held at the same time. Its exit takes the holders down.
+CHILDREN_TOUCHING_100_MIB = """
+import os, select
+ready_r, ready_w = os.pipe()
+for _ in range(6):
+    if os.fork() == 0:
+        block = bytearray(100 * 1024 * 1024)
+        for i in range(0, len(block), 4096):
+            block[i] = 1
+        os.write(ready_w, b"x")
+        select.select([], [], [])
+os.close(ready_w)
+held = dead = 0
+while held + dead < 6:
+    if select.select([ready_r], [], [], 0.05)[0]:
+        held += len(os.read(ready_r, 6))
+    while dead < 6 and os.waitpid(-1, os.WNOHANG)[0]:
+        dead += 1
+print(held)
+"""
+# Every process forks until refused, then holds its slot for a moment; only the first one reports.
+FORK_BOMB = """
+import os, time
+first = os.getpid()
+for _ in range(64):
+    try:
+        os.fork()
+    except BlockingIOError:
+        break
+if os.getpid() != first:
+    time.sleep(0.5)
+    os._exit(0)
+print("done")
+"""
+MODES = [
+    pytest.param(True, id="cgroup"),
+    pytest.param(False, id="rlimit-fallback"),
+]
+
+
+def machine_has_a_cgroup() -> bool:
+    return Sandbox(**SMALL).bounds.mode != "rlimit"  # type: ignore[arg-type]
+
+
+def check_the_tree_bound(result: RunResult, sandbox: Sandbox) -> None:
+    """The children together never held more than the sandbox's memory: the cgroup's own peak and
+    its OOM kills reported as the limit hit, or in the fallback at most RLIMIT_AS × RLIMIT_NPROC
+    (each child's MemoryError is the program's to report: it exited 0)."""
+    held = int(result.stdout)  # children that got all their 100 MiB
+    assert held * 100 * MIB <= SMALL["memory_bytes"]
+    assert result.exit_code == 0
+    bounds = sandbox.bounds
+    if bounds.mode == "rlimit":
+        assert bounds.process_memory_bytes * bounds.max_processes <= SMALL["memory_bytes"]
+        assert (held, result.memory_peak_bytes) == (0, None)
+        assert result.stderr.count("MemoryError") == 6
+    else:
+        assert result.limit_hit == "memory", result
+        assert format_result(result, sandbox).startswith(
+            "exit status: 0\nlimit hit: memory — memory limit (256 MiB for the whole sandbox)\n"
+        )
+        assert result.memory_peak_bytes is not None
+        assert 0 < result.memory_peak_bytes <= SMALL["memory_bytes"]
+
+
+@pytest.mark.parametrize("use_cgroup", MODES)
+def test_children_together_hit_the_memory_limit_of_the_whole_sandbox(
+    make_sandbox: Callable[..., Sandbox], use_cgroup: bool
+) -> None:
+    if use_cgroup and not machine_has_a_cgroup():
+        pytest.skip("no cgroup can be made on this machine")
+    sandbox = make_sandbox(use_cgroup=use_cgroup, max_processes=16)
+    assert sandbox.bounds.mode != "rlimit" if use_cgroup else sandbox.bounds.mode == "rlimit"
+    check_the_tree_bound(sandbox.run(CHILDREN_TOUCHING_100_MIB), sandbox)
+
+
+@pytest.mark.parametrize("use_cgroup", MODES)
+def test_fork_bomb_hits_the_process_limit_and_is_reported(
+    make_sandbox: Callable[..., Sandbox], use_cgroup: bool
+) -> None:
+    if use_cgroup and not machine_has_a_cgroup():
+        pytest.skip("no cgroup can be made on this machine")
+    sandbox = make_sandbox(use_cgroup=use_cgroup)
+    result = sandbox.run(FORK_BOMB)
+    assert (result.exit_code, result.stdout) == (0, "done\n")
+    # Counted by the cgroup though the program ended well; without one, only its own report says.
+    assert result.limit_hit == ("processes" if use_cgroup else None), result
+
+
+def test_busy_children_together_get_at_most_the_sandbox_cpus(
+    make_sandbox: Callable[..., Sandbox],
+) -> None:
+    if not machine_has_a_cgroup():
+        pytest.skip("no cgroup can be made on this machine")
+    sandbox = make_sandbox(cpus=1)
+    code = """
+import os, time
+start = time.monotonic()
+pids = []
+for _ in range(3):
+    pid = os.fork()
+    if pid == 0:
+        while time.process_time() < 0.3:
+            pass
+        os._exit(0)
+    pids.append(pid)
+for pid in pids:
+    os.waitpid(pid, 0)
+print(os.times().children_user + os.times().children_system, time.monotonic() - start)
+"""
+    result = sandbox.run(code)
+    cpu, wall = map(float, result.stdout.split())
+    assert cpu >= 0.85  # the three children did burn their 0.3 s each
+    assert cpu / wall <= 1.25  # on one CPU (slack for the quota's 100 ms period), not two
+
+
+def test_the_cgroup_is_removed_after_each_run(make_sandbox: Callable[..., Sandbox]) -> None:
+    if not machine_has_a_cgroup():
+        pytest.skip("no cgroup can be made on this machine")
+    sandbox = make_sandbox()
+    places = [h.path for h in usable_hierarchies()[0]]
+    result = sandbox.run(
+        "import subprocess\nsubprocess.Popen(['sleep', '600'], start_new_session=True)\nprint(1)"
+    )
+    assert result.exit_code == 0 and result.memory_peak_bytes  # it ran inside a cgroup
+    for place in places:
+        assert list(place.glob(f"waypoint-sandbox-{os.getpid()}-*")) == []
+
+
+def test_cgroups_left_by_a_dead_waypoint_process_are_swept() -> None:
+    if not machine_has_a_cgroup():
+        pytest.skip("no cgroup can be made on this machine")
+    hierarchies = usable_hierarchies()[0]
+    ended = subprocess.Popen(["true"])
+    ended.wait()  # its pid is free again (and pids are not reused this soon)
+    stale = [h.path / f"waypoint-sandbox-{ended.pid}-0000" for h in hierarchies]
+    live = [h.path / f"waypoint-sandbox-{os.getpid()}-0000" for h in hierarchies]
+    for directory in stale + live:
+        directory.mkdir()
+    try:
+        sweep_stale(hierarchies)
+        assert [d.exists() for d in stale + live] == [False] * len(stale) + [True] * len(live)
+    finally:
+        for directory in stale + live:
+            with contextlib.suppress(FileNotFoundError):
+                directory.rmdir()
+
+
+def test_fallback_splits_the_memory_so_the_product_stays_under_it() -> None:
+    for memory, processes in ((512 * MIB, 32), (256 * MIB, 8), (64 * MIB, 32), (16 * MIB, 4)):
+        bounds, _ = plan_bounds(memory, processes, 1.0, use_cgroup=False)
+        assert bounds.mode == "rlimit"
+        assert bounds.process_memory_bytes * bounds.max_processes <= memory
+        assert 1 <= bounds.max_processes <= min(processes, 8)
+    bounds, _ = plan_bounds(512 * MIB, 32, 1.0, use_cgroup=False)
+    assert (bounds.max_processes, bounds.process_memory_bytes) == (8, 64 * MIB)
+    assert bounds.describe().startswith("rlimit fallback: 8 processes × 64 MiB = 512 MiB at most")
+
+
+def test_probe_refuses_a_cgroup_that_did_not_hold_the_sandbox() -> None:
+    bounds, _ = plan_bounds(256 * MIB, 8, 1.0, use_cgroup=False)
+    assert judge_bounds(bounds, charged=False) == (True, "")  # no cgroup to hold it
+    v1 = replace(bounds, mode="cgroup v1")
+    assert judge_bounds(v1, charged=True) == (True, "")
+    assert judge_bounds(v1, charged=False) == (
+        False,
+        "the sandbox's cgroup (cgroup v1) did not hold its processes",
+    )
+
+
+def test_cgroup_hierarchies_are_found_from_mountinfo_and_membership(tmp_path: Path) -> None:
+    unified = tmp_path / "unified"
+    (unified / "app").mkdir(parents=True)
+    (unified / "app" / "cgroup.controllers").write_text("cpu io memory pids\n")
+    mountinfo = f"41 31 0:38 / {unified} rw,relatime - cgroup2 cgroup2 rw\n"
+    found = find_hierarchies(mountinfo, "0::/app\n")
+    assert [(h.version, h.path) for h in found] == [(2, unified / "app")]
+    (unified / "app" / "cgroup.controllers").write_text("hugetlb\n")  # controllers bound to v1
+    v1 = (
+        f"32 31 0:29 / {tmp_path}/cpu rw - cgroup cgroup rw,cpu,cpuacct\n"
+        f"35 31 0:32 / {tmp_path}/memory rw - cgroup cgroup rw,memory\n"
+        f"39 31 0:36 / {tmp_path}/pids rw - cgroup cgroup rw,pids\n"
+    )
+    membership = "8:pids:/\n4:memory:/job/7\n2:cpu,cpuacct:/\n0::/app\n"
+    again = "99 31 0:32 / /mnt/memory-again rw - cgroup cgroup rw,memory\n"
+    found = find_hierarchies(mountinfo + v1 + again, membership)
+    assert {(h.version, str(h.path)) for h in found} == {
+        (1, f"{tmp_path}/cpu"),
+        (1, f"{tmp_path}/memory/job/7"),
+        (1, f"{tmp_path}/pids"),
+    }
+    assert find_hierarchies(v1.splitlines()[0], membership) == []  # no memory, no pids
+
+
+def test_v2_cgroup_files_written_and_read(tmp_path: Path) -> None:
+    """The cgroup v2 protocol, on a directory standing in for cgroupfs (this machine's v2 hierarchy
+    may have no memory controller): the limits written, the events read back as the limit hit."""
+    own = Hierarchy(2, frozenset({"cpu", "memory", "pids"}), tmp_path)
+    group = TreeCgroup([own])
+    group.create(256 * MIB, 8, 0.5)
+    (directory,) = group.dirs
+    written = {
+        name: (directory / name).read_text() for name in ("memory.max", "pids.max", "cpu.max")
+    }
+    assert written == {"memory.max": "268435456", "pids.max": "10", "cpu.max": "50000 100000"}
+    assert group.procs_files == [str(directory / "cgroup.procs")]
+    assert group.limit_hit() is None
+    (directory / "pids.events").write_text("max 3\n")
+    assert group.limit_hit() == "processes"
+    (directory / "memory.events").write_text("low 0\nhigh 0\nmax 9\noom 1\noom_kill 1\n")
+    assert group.limit_hit() == "memory"  # memory first: a killed process matters more
+    (directory / "cpu.stat").write_text("usage_usec 1200\nuser_usec 1000\n")
+    assert group.charged()
+
+
+def run_as_unprivileged_user(job: Callable[[], object]) -> object:
+    """``job()`` in a forked child that dropped to UNPRIVILEGED_UID (its JSON result, or the
+    child's error text raised here)."""
+    try:
+        import pwd
+
+        pwd.getpwuid(UNPRIVILEGED_UID)
+    except KeyError:
+        pytest.skip(f"no user {UNPRIVILEGED_UID} on this machine")
+    if os.geteuid() != 0:
+        pytest.skip("needs root to drop to another user")
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            os.setgroups([])
+            os.setgid(UNPRIVILEGED_UID)
+            os.setuid(UNPRIVILEGED_UID)
+            os.chdir("/tmp")
+            answer = {"ok": job()}
+        except BaseException as exc:
+            answer = {"error": f"{type(exc).__name__}: {exc}"}
+        os.write(write_end, json.dumps(answer).encode())
+        os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        answer = json.loads(pipe.read() or b'{"error": "no answer"}')
+    os.waitpid(pid, 0)
+    assert "error" not in answer, answer["error"]
+    return answer["ok"]
+
+
+def test_as_a_non_root_user_children_and_forks_stay_inside_the_bound() -> None:
+    def job() -> object:
+        sandbox = Sandbox(**{**SMALL, "max_processes": 16})  # type: ignore[arg-type]
+        ok, reason = sandbox.available()
+        assert ok, reason
+        check_the_tree_bound(sandbox.run(CHILDREN_TOUCHING_100_MIB), sandbox)
+        bomb = sandbox.run(FORK_BOMB)
+        assert (bomb.exit_code, bomb.stdout) == (0, "done\n")
+        if sandbox.bounds.mode != "rlimit":
+            assert bomb.limit_hit == "processes", bomb
+        return sandbox.bounds.mode
+
+    assert run_as_unprivileged_user(job) in ("rlimit", "cgroup v2", "cgroup v1")
+
+
+def test_proc_keys_lists_none_of_the_users_keys_as_a_non_root_user() -> None:
+    def job() -> object:
+        description = f"waypoint-test-{uuid.uuid4().hex}"
+        keyring_syscall("keyctl", KEYCTL_JOIN_SESSION_KEYRING, None)
+        payload = b"secret"
+        keyring_syscall(
+            "add_key",
+            b"user",
+            description.encode(),
+            payload,
+            len(payload),
+            KEY_SPEC_SESSION_KEYRING,
+        )
+        with open("/proc/keys") as keys:
+            listed_outside = description in keys.read()
+        sandbox = Sandbox(**SMALL)  # type: ignore[arg-type]
+        ok, reason = sandbox.available()
+        assert ok, reason
+        result = sandbox.run(
+            "for name in ('/proc/keys', '/proc/key-users'):\n    print(repr(open(name).read()))"
+        )
+        return [listed_outside, description in result.stdout, result.stdout, result.exit_code]
+
+    listed_outside, listed_inside, stdout, exit_code = run_as_unprivileged_user(job)  # type: ignore[misc]
+    assert listed_outside  # the user's own /proc/keys shows the key: the sandbox must not
+    assert not listed_inside
+    assert (stdout, exit_code) == ("''\n''\n", 0)
+
+
+def test_proc_keys_is_empty_as_root(sandbox: Sandbox, host_key: tuple[int, str, str]) -> None:
+    result = sandbox.run("print(repr(open('/proc/keys').read()))")
+    assert (result.stdout, result.exit_code) == ("''\n", 0)
 
 
 # --- isolation ----------------------------------------------------------------------------------
@@ -680,6 +999,7 @@ CLEAN_REPORT = {
     "namespaces": {"ipc": "ipc:[3]", "net": "net:[4]"},
     "dev_shm": 41,
     "fds": [],
+    "key_lists": [],
 }
 
 
@@ -699,6 +1019,7 @@ CLEAN_REPORT = {
         ({"namespaces": {"ipc": "ipc:[3]", "net": "net:[2]"}}, "namespaces are shared: net"),
         ({"dev_shm": 27}, "/dev/shm is the host's"),
         ({"fds": [3, 251]}, "file descriptors other than 0, 1 and 2 are open: [3, 251]"),
+        ({"key_lists": ["/proc/keys"]}, "the kernel's key lists are readable: /proc/keys"),
     ],
 )
 def test_probe_refuses_a_sandbox_that_shares_a_kernel_object_channel(
@@ -738,7 +1059,9 @@ def test_tool_reports_a_failing_program_as_a_normal_result(sandbox: Sandbox) -> 
 
 def test_tool_reports_the_limit_that_was_hit(sandbox: Sandbox) -> None:
     text = make_python_tool(sandbox).invoke({"code": "x = bytearray(2 * 1024**3)"})
-    assert text.startswith("exit status: 1\nlimit hit: memory — memory limit (256 MiB)\nstdout:\n")
+    assert text.startswith(
+        "exit status: 1\nlimit hit: memory — memory limit (256 MiB for the whole sandbox)\nstdout:\n"
+    )
     text = make_python_tool(sandbox).invoke({"code": "import ctypes\nctypes.string_at(0)"})
     assert text.startswith("exit status: killed by signal SIGSEGV\nlimit hit: none\n")
 

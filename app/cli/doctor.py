@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from app.config import Settings
 from app.errors import AppError
+from tools.sandbox import Sandbox
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,7 @@ def configuration(settings: Settings) -> list[tuple[str, str]]:
         ),
         ("model timeout", f"{settings.model_timeout:g} s"),
         ("max output tokens per reply", str(settings.max_output_tokens)),
+        ("run_python sandbox bound", Sandbox().bounds.describe()),
     ]
 
 

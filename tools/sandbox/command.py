@@ -9,6 +9,7 @@ Nothing here is imported inside the sandbox: PID 1 gets its code as a ``-c`` str
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,8 +23,9 @@ if TYPE_CHECKING:
 ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "LANG": "C.UTF-8", "HOME": "/tmp"}
 
 # PID 1 of the sandbox: leaves the host's session keyring for a fresh one and installs the seccomp
-# filter (or exits before "ready"), starts the user code, reaps orphans, and reports how the code
-# ended on the status fd (a pipe only the host reads). When it exits the kernel kills whatever is left.
+# filter (or exits before "ready"), starts the user code (first in line for the OOM killer), reaps
+# orphans, and reports how the code ended on the status fd (a pipe only the host reads). When it
+# exits the kernel kills whatever is left.
 INIT_CODE = r"""
 import ctypes, os, signal, sys
 fd, err, keyctl, seccomp = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
@@ -55,6 +57,12 @@ os.write(fd, b"ready\n")
 pid = os.fork()
 if pid == 0:
     try:
+        # A full cgroup's OOM killer then picks the program's tree, never PID 1 or unshare.
+        with open("/proc/self/oom_score_adj", "w") as adj:
+            adj.write("1000")
+    except OSError:  # no /proc in this sandbox
+        pass
+    try:
         os.dup2(err, 2)
         os.closerange(3, fd)
         os.closerange(fd + 1, 1 << 16)
@@ -72,10 +80,20 @@ os.write(fd, ("done %d %.3f %d\n" % (code, cpu, host_uid)).encode())
 """
 
 
-def sandbox_command(sandbox: Sandbox, status_fd: int, stderr_fd: int) -> list[str]:
+# The first process writes itself into the run's cgroup (every hierarchy's cgroup.procs, given
+# before "--") before anything forks, so the whole tree is born inside it; a failed write ends it.
+JOIN_CGROUP = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"'
+
+
+def sandbox_command(
+    sandbox: Sandbox, status_fd: int, stderr_fd: int, cgroup_procs: Sequence[str] = ()
+) -> list[str]:
     """The argv that runs a program read from stdin in ``sandbox``; PID 1 reports on ``status_fd``
-    and hands ``stderr_fd`` to the program as its stderr."""
+    and hands ``stderr_fd`` to the program as its stderr. With ``cgroup_procs`` the sandbox starts
+    inside that cgroup."""
     python = str(sandbox.python.resolve())
+    bounds = sandbox.bounds
+    join = ["/bin/sh", "-c", JOIN_CGROUP, "waypoint-cgroup", *cgroup_procs, "--"]
     outer = [sandbox.setpriv, "--no-new-privs", "--pdeathsig=KILL"]
     if os.geteuid() == 0:
         outer += [
@@ -104,9 +122,9 @@ def sandbox_command(sandbox: Sandbox, status_fd: int, stderr_fd: int) -> list[st
         "--",
         sandbox.prlimit,
         f"--cpu={sandbox.cpu_seconds}:{sandbox.cpu_seconds + 1}",
-        f"--as={sandbox.memory_bytes}",
+        f"--as={bounds.process_memory_bytes}",
         f"--fsize={sandbox.file_size_bytes}",
-        f"--nproc={sandbox.max_processes}",
+        f"--nproc={bounds.process_rlimit}",
         f"--nofile={sandbox.max_open_files}",
         "--core=0",
         "--",
@@ -118,6 +136,7 @@ def sandbox_command(sandbox: Sandbox, status_fd: int, stderr_fd: int) -> list[st
         "-",
     ]
     return [
+        *(join if cgroup_procs else []),
         *outer,
         "--",
         sandbox.unshare,

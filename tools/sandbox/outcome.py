@@ -14,7 +14,8 @@ from tools.sandbox.process import Stream
 @dataclass(frozen=True)
 class RunResult:
     """How a sandboxed program ended: exit code or signal name, its (capped) output, the wall time
-    in seconds and the limit that stopped it, if any."""
+    in seconds, the limit that stopped it, if any, and the most memory its cgroup held at once
+    (None without a cgroup)."""
 
     exit_code: int | None
     signal: str | None
@@ -23,6 +24,7 @@ class RunResult:
     duration: float
     limit_hit: Limit | None
     cpu_seconds: float | None = None
+    memory_peak_bytes: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -40,9 +42,11 @@ def read_outcome(
     *,
     cpu_limit: int,
     wall_seconds: float,
+    tree_limit: Limit | None = None,
 ) -> tuple[RunResult, int | None]:
     """The program's result and the host uid the sandbox ran as, from PID 1's status report (the
-    ``status`` stream), the program's output and the host's reason for killing it, if any.
+    ``status`` stream), the program's output, the host's reason for killing it and the limit its
+    cgroup reported hit (``tree_limit``: a process of the tree killed for memory, a fork refused).
 
     Raises SandboxSetupError when the program never started, ToolError when PID 1 died unreported.
     """
@@ -67,14 +71,16 @@ def read_outcome(
             signame = _signal_name(-code)
         else:
             exit_code = code
-    elif killed_for is not None:
+    elif killed_for is not None or tree_limit is not None:
         signame = "SIGKILL"
     else:
         raise ToolError(
             "the sandbox supervisor died unexpectedly; the program's outcome is unknown"
         )
     stderr = streams["stderr"].text(truncated_marker=True)
-    limit = killed_for or limit_from_outcome(exit_code, signame, cpu, cpu_limit, stderr)
+    limit = (
+        killed_for or tree_limit or limit_from_outcome(exit_code, signame, cpu, cpu_limit, stderr)
+    )
     result = RunResult(
         exit_code=exit_code,
         signal=signame,

@@ -1,7 +1,8 @@
 """The isolation probe: a program run inside the sandbox that reports what it can see (uids,
 capabilities, network interfaces, writable /etc, hidden directories, environment, and the kernel
 objects it might share with the host: keyrings, abstract sockets, SysV IPC, /dev/shm, open file
-descriptors), what the host looks like for comparison (HostView), and the judgment of the report."""
+descriptors, /proc/keys), what the host looks like for comparison (HostView), the judgment of the
+report, and whether the tree's cgroup, if any, held the probe (judge_bounds)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
+from tools.sandbox.cgroup import TreeBounds
 from tools.sandbox.command import ENV
 from tools.sandbox.outcome import RunResult, tail
 from tools.sandbox.seccomp import keyring_syscalls
@@ -75,6 +77,13 @@ def is_open(fd):
     except OSError:
         return False
 report["fds"] = [fd for fd in range(3, 1 << 16) if is_open(fd)]
+def listed(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return ""
+report["key_lists"] = [p for p in ("/proc/keys", "/proc/key-users") if listed(p).strip()]
 print(json.dumps(report))
 """
 
@@ -155,6 +164,14 @@ def judge_probe(result: RunResult, host_uid: int | None, host: HostView) -> tupl
     return True, ""
 
 
+def judge_bounds(bounds: TreeBounds, charged: bool) -> tuple[bool, str]:
+    """``(True, "")`` if the bound in force really held the probe: in a cgroup mode, its cgroup
+    must have ``charged`` the probe's run."""
+    if bounds.mode == "rlimit" or charged:
+        return True, ""
+    return False, f"the sandbox's cgroup ({bounds.mode}) did not hold its processes"
+
+
 def _shared_kernel_objects(report: dict, host: HostView) -> list[str]:
     """What the report shows the code can reach of the host's kernel objects."""
     problems = []
@@ -172,6 +189,8 @@ def _shared_kernel_objects(report: dict, host: HostView) -> list[str]:
         problems.append(f"the host's namespaces are shared: {', '.join(shared)}")
     if host.dev_shm is not None and report["dev_shm"] == host.dev_shm:
         problems.append("/dev/shm is the host's")
+    if report["key_lists"]:
+        problems.append(f"the kernel's key lists are readable: {', '.join(report['key_lists'])}")
     if report["fds"]:
         problems.append(f"file descriptors other than 0, 1 and 2 are open: {report['fds']}")
     return problems

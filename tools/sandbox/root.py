@@ -17,6 +17,7 @@ _ETC_MAX_BYTES = 64 * KIB
 _TOP_LEVEL = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 _STDIO = ("stdin", "stdout", "stderr")
 _DEVICES = ("null", "zero", "full", "random", "urandom")
+_KEY_LISTS = ("keys", "key-users")  # in /proc
 
 # Mount options of the empty read-only tmpfs laid over a directory that must stay hidden.
 _HIDDEN_OPTIONS = "ro,size=4k,nr_inodes=8,mode=0755,nosuid,nodev,noexec"
@@ -138,6 +139,8 @@ def setup_script(plan: RootPlan, tmp_options: str) -> str:
         f"mount -t tmpfs -o {q(tmp_options)} waypoint-tmp tmp",
         # Without a proc of its own (some containers forbid it) the sandbox simply has no /proc.
         "mount -t proc -o nosuid,nodev,noexec proc proc 2>/dev/null || true",
+        # The kernel lists every key the uid may view in these, host keys included: show nothing.
+        *(f"if [ -e proc/{n} ]; then mount --bind /dev/null proc/{n}; fi" for n in _KEY_LISTS),
         # pivot_root(2)'s "new_root == put_old" idiom: the old root lands on top and is detached.
         "pivot_root . .",
         "umount -l .",

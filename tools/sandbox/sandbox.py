@@ -9,13 +9,16 @@ import sys
 import threading
 import time
 from collections.abc import Iterable
+from dataclasses import replace
+from functools import cached_property
 from pathlib import Path
 
 from tools.errors import ToolError, ToolInputError
+from tools.sandbox.cgroup import Hierarchy, TreeBounds, TreeCgroup, plan_bounds
 from tools.sandbox.command import ENV, sandbox_command
-from tools.sandbox.limits import KIB, MIB
+from tools.sandbox.limits import KIB, MIB, Limit
 from tools.sandbox.outcome import RunResult, SandboxSetupError, read_outcome
-from tools.sandbox.probe import host_view, judge_probe, probe_program
+from tools.sandbox.probe import host_view, judge_bounds, judge_probe, probe_program
 from tools.sandbox.process import Stream, kill_sandbox, pump, reap
 from tools.sandbox.root import hidden_dirs, inside_any
 
@@ -45,6 +48,8 @@ class Sandbox:
         tmpfs_bytes: int = 32 * MIB,
         output_bytes: int = 64 * KIB,
         max_open_files: int = 256,
+        cpus: float = 1.0,
+        use_cgroup: bool = True,
         python: str | Path | None = None,
         hide: Iterable[str | Path] = (),
         unshare: str = "/usr/bin/unshare",
@@ -62,6 +67,7 @@ class Sandbox:
             ("tmpfs_bytes", tmpfs_bytes),
             ("output_bytes", output_bytes),
             ("max_open_files", max_open_files),
+            ("cpus", cpus),
         ):
             if value <= 0:
                 raise ValueError(f"{name} must be positive, got {value}")
@@ -75,6 +81,9 @@ class Sandbox:
         self.tmpfs_bytes = tmpfs_bytes
         self.output_bytes = output_bytes
         self.max_open_files = max_open_files
+        self.cpus = float(cpus)
+        self.use_cgroup = use_cgroup
+        self._hierarchies: list[Hierarchy] = []  # set with ``bounds``
         self.python = Path(python) if python is not None else _default_python()
         self.hide = tuple(Path(p) for p in hide)
         self.unshare = unshare
@@ -86,11 +95,29 @@ class Sandbox:
     def available(self) -> tuple[bool, str]:
         """Probe, once per configuration, that isolation really works: ``(True, "")`` or
         ``(False, reason)``. The probe runs a program inside and checks what it sees."""
-        key = (self.unshare, self.setpriv, self.prlimit, str(self.python), self.uid, self.gid)
+        key = (
+            self.unshare,
+            self.setpriv,
+            self.prlimit,
+            str(self.python),
+            self.uid,
+            self.gid,
+            self.use_cgroup,
+            os.geteuid(),  # a probe as root says nothing about a sandbox made by another user
+        )
         with _PROBE_LOCK:
             if key not in _PROBE_CACHE:
                 _PROBE_CACHE[key] = self._probe()
             return _PROBE_CACHE[key]
+
+    @cached_property
+    def bounds(self) -> TreeBounds:
+        """What bounds the sandbox as a whole: a cgroup (v2 or v1) where one can be made here, else
+        the rlimit fallback; see tools/sandbox/cgroup.py."""
+        bounds, self._hierarchies = plan_bounds(
+            self.memory_bytes, self.max_processes, self.cpus, use_cgroup=self.use_cgroup
+        )
+        return bounds
 
     def run(self, code: str) -> RunResult:
         """Run ``code`` as a Python 3 program in the sandbox and report how it ended.
@@ -117,7 +144,9 @@ class Sandbox:
                 return False, f"{tool} is missing or not executable"
         try:
             with host_view() as host:
-                result, host_uid = self._execute(probe_program(hidden_dirs(self.hide), host))
+                result, host_uid, charged = self._execute(
+                    probe_program(hidden_dirs(self.hide), host)
+                )
         except SandboxSetupError as exc:
             if inside_any(self.python.resolve(), ["/usr"]):
                 return False, str(exc)
@@ -125,17 +154,54 @@ class Sandbox:
                 f"{exc}; the interpreter {self.python} must be readable by uid {self.uid} "
                 "(Debian's python3 package in /usr/bin is)"
             )
-        return judge_probe(result, host_uid, host)
+        ok, reason = judge_probe(result, host_uid, host)
+        return (ok, reason) if not ok else judge_bounds(self.bounds, charged)
 
-    def _execute(self, code: bytes) -> tuple[RunResult, int | None]:
-        """Run the program; return its result and the host uid the sandbox ran as (from its init)."""
+    def _execute(self, code: bytes) -> tuple[RunResult, int | None, bool]:
+        """Run the program; return its result, the host uid the sandbox ran as (from its init) and
+        whether its cgroup, if any, accounted for it."""
+        group = self._make_cgroup()
+        started = time.monotonic()
+        try:
+            streams, killed_for = self._launch(code, group, started)
+            tree_limit = group.limit_hit() if group else None
+            peak = group.memory_peak() if group else None
+            charged = group.charged() if group else False
+        finally:
+            if group:
+                group.remove()
+        result, host_uid = read_outcome(
+            streams,
+            killed_for,
+            time.monotonic() - started,
+            cpu_limit=self.cpu_seconds,
+            wall_seconds=self.wall_seconds,
+            tree_limit=tree_limit,
+        )
+        return replace(result, memory_peak_bytes=peak), host_uid, charged
+
+    def _make_cgroup(self) -> TreeCgroup | None:
+        """This run's cgroup with the tree's limits, or None in the rlimit fallback."""
+        if self.bounds.mode == "rlimit":
+            return None
+        group = TreeCgroup(self._hierarchies)
+        try:
+            group.create(self.memory_bytes, self.max_processes, self.cpus)
+        except OSError as exc:
+            raise SandboxSetupError(f"could not make the sandbox's cgroup: {exc}") from None
+        return group
+
+    def _launch(
+        self, code: bytes, group: TreeCgroup | None, started: float
+    ) -> tuple[dict[str, Stream], Limit | None]:
+        """Start the sandbox, feed it the program and read its pipes until they close or it is
+        killed; return the streams and the host's reason for killing it, if any."""
         status_r, status_w = os.pipe()
         stderr_r, stderr_w = os.pipe()
-        started = time.monotonic()
         try:
             try:
                 proc = subprocess.Popen(
-                    sandbox_command(self, status_w, stderr_w),
+                    sandbox_command(self, status_w, stderr_w, group.procs_files if group else ()),
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,  # setup and util-linux diagnostics, not the program's
@@ -168,14 +234,7 @@ class Sandbox:
         finally:
             os.close(status_r)
             os.close(stderr_r)
-        duration = time.monotonic() - started
-        return read_outcome(
-            streams,
-            killed_for,
-            duration,
-            cpu_limit=self.cpu_seconds,
-            wall_seconds=self.wall_seconds,
-        )
+        return streams, killed_for
 
 
 def _default_python() -> Path:

@@ -10,6 +10,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field
 
 from tools.errors import ToolInputError
+from tools.sandbox.cgroup import TreeBounds
 from tools.sandbox.limits import KIB, MIB
 from tools.sandbox.outcome import RunResult
 from tools.sandbox.sandbox import Sandbox
@@ -19,7 +20,7 @@ MAX_CODE_CHARS = 20_000
 _LIMIT_TEXT: dict[str, str] = {
     "cpu": "CPU time limit ({cpu} s)",
     "wall": "wall-clock limit ({wall:g} s); the program was killed",
-    "memory": "memory limit ({memory} MiB)",
+    "memory": "memory limit ({memory})",
     "file_size": "file size limit ({file_size} MiB per file)",
     "disk": "disk limit ({disk} MiB in /tmp)",
     "output": "output limit ({output} KiB per stream); the program was killed",
@@ -35,11 +36,11 @@ def format_result(result: RunResult, sandbox: Sandbox) -> str:
         limit = f"{result.limit_hit} — " + _LIMIT_TEXT[result.limit_hit].format(
             cpu=sandbox.cpu_seconds,
             wall=sandbox.wall_seconds,
-            memory=sandbox.memory_bytes // MIB,
+            memory=memory_text(sandbox.bounds),
             file_size=sandbox.file_size_bytes // MIB,
             disk=sandbox.tmpfs_bytes // MIB,
             output=sandbox.output_bytes // KIB,
-            processes=sandbox.max_processes,
+            processes=sandbox.bounds.max_processes,
         )
     return (
         f"exit status: {status}\n"
@@ -47,6 +48,15 @@ def format_result(result: RunResult, sandbox: Sandbox) -> str:
         f"stdout:\n{result.stdout or '(empty)'}\n"
         f"stderr:\n{result.stderr or '(empty)'}"
     )
+
+
+def memory_text(bounds: TreeBounds) -> str:
+    """The memory limit as the model should read it: the whole sandbox's, and each process's share
+    in the rlimit fallback."""
+    total = f"{bounds.memory_bytes // MIB} MiB for the whole sandbox"
+    if bounds.mode != "rlimit":
+        return total
+    return f"{total}: {bounds.process_memory_bytes // MIB} MiB per process"
 
 
 @dataclass(frozen=True)
@@ -101,8 +111,9 @@ def make_python_tool(sandbox: Sandbox) -> BaseTool:
         f"{run_python.__doc__}\n\nOnly the standard library is available and nothing persists "
         f"between calls; /tmp is writable (up to {sandbox.tmpfs_bytes // MIB} MiB). Limits: "
         f"{sandbox.cpu_seconds} s CPU, {sandbox.wall_seconds:g} s wall clock, "
-        f"{sandbox.memory_bytes // MIB} MiB memory, {sandbox.output_bytes // KIB} KiB of output "
-        "per stream. A failing program is reported, not raised."
+        f"memory {memory_text(sandbox.bounds)}, {sandbox.bounds.max_processes} processes and "
+        f"threads, {sandbox.output_bytes // KIB} KiB of output per stream. A failing program is "
+        "reported, not raised."
     )
     return StructuredTool.from_function(
         run_python, name="run_python", description=description, args_schema=RunPythonArgs
