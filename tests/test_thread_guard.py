@@ -1,0 +1,234 @@
+"""The graph's own one-writer rule (graphs/shared/guard.py, issue 29 item 4): two runs on one thread
+at once, without Waypoint's lock, never lose a turn silently. Every run either ends in the thread's
+linear history or fails with ThreadChangedError, which the client retries on. On Waypoint's real
+savers (SQLite and PostgreSQL); the decision rule itself on plain rows."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from langchain_core.messages import HumanMessage
+from langchain_core.tools import BaseTool, StructuredTool
+
+from app.config import load_settings
+from app.service.context import make_context
+from app.store import open_checkpointer
+from graphs.shared.guard import NEWEST, Row, Step, ThreadChangedError, fork_reason
+from graphs.state import AgentContext
+from graphs.strategies import STRATEGIES
+
+# --- the rule, on rows (newest first) ------------------------------------------------------------
+
+C = "0005"  # the running step's checkpoint; ids sort by the time they were made
+
+
+def step(run_id: str | None = None, start: str | None = None) -> Step:
+    return Step("t", C, run_id, start)
+
+
+def row(id: str, parent: str | None, source: str = "loop", run_id: str | None = None) -> Row:
+    return Row(id, parent, source, run_id)
+
+
+RULE_CASES = [
+    (
+        "nothing else written",
+        step(),
+        [row(C, "0004"), row("0004", "0003", "input"), row("0003", "0002")],
+        None,
+    ),
+    ("a new thread", step(), [row(C, "0004"), row("0004", None, "input")], None),
+    (
+        "another run wrote after this step began",
+        step(),
+        [row("0006", "0001"), row(C, "0004")],
+        "0006",
+    ),
+    (
+        "this run started from a head another run had moved",
+        step(),
+        [row(C, "0004"), row("0004", "0002", "input"), row("0003", "0002")],
+        "0004 follows 0002",
+    ),
+    (
+        "this run's last step went in after another run's",
+        step(),
+        [row(C, "0003"), row("0004", "0002"), row("0003", "0002")],
+        f"{C} follows 0003",
+    ),
+    (
+        "two runs began the same new thread",
+        step(),
+        [row(C, "0004"), row("0004", None, "input"), row("0003", None, "input")],
+        "0004 follows None",
+    ),
+    (
+        "a replay from an explicit checkpoint (a deliberate branch)",
+        step(start="0001"),
+        [row(C, "0004"), row("0004", "0001", "fork"), row("0003", "0002")],
+        None,
+    ),
+    (
+        "resuming a head another run branched (a rollback): not this run's link",
+        step(),
+        [row(C, "0001", "update"), row("0004", "0003")],
+        None,
+    ),
+    (
+        "with run ids: another run's links are not this run's to answer for",
+        step(run_id="b"),
+        [row(C, "0003", run_id="a"), row("0004", "0002", run_id="x"), row("0003", "0002")],
+        None,
+    ),
+    (
+        "with run ids: this run's step still being saved (async durability), its input forked",
+        step(run_id="b"),
+        [row("0004", "0002", "input", "b"), row("0003", "0002", run_id="a"), row("0002", None)],
+        "0004 follows 0002",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("rows", "current", "found"),
+    [pytest.param(rows, current, found, id=case) for case, current, rows, found in RULE_CASES],
+)
+def test_fork_rule(rows: list[Row], current: Step, found: str | None):
+    assert len(rows) <= NEWEST
+    reason = fork_reason(rows, current)
+    assert (reason is None) if found is None else (found in (reason or ""))
+
+
+def test_the_error_says_what_happened_and_what_to_do():
+    error = ThreadChangedError("t-1", "checkpoint 2 was written after 1")
+    assert str(error).startswith(
+        "thread t-1 was changed by another run while this turn ran; send the message again"
+    )
+    assert error.thread_id == "t-1"
+
+
+# --- two runs on one thread, Waypoint's react graph on its real savers ---------------------------
+
+
+def held_calculator(context: AgentContext, before: Callable[[], None]) -> AgentContext:
+    """The context with a calculator that calls `before` first (holds a run inside its step)."""
+    original = context.tools_by_name["calculator"]
+
+    def calculate(**args: Any) -> Any:
+        before()
+        return original.invoke(args)
+
+    held: BaseTool = StructuredTool.from_function(
+        func=calculate,
+        name=original.name,
+        description=original.description,
+        args_schema=original.args_schema,
+    )
+    tools = [held if t.name == "calculator" else t for t in context.tools]
+    return dataclasses.replace(context, tools=tools)
+
+
+def question(a: int, b: int) -> dict:
+    text = f"what is {a} plus {b}"
+    return {"messages": [HumanMessage(text, id=f"q-{uuid.uuid4().hex[:8]}")], "answer": (a, b)}
+
+
+def kept(graph: Any, config: dict, asked: dict) -> bool:
+    """Whether a turn is in the thread's linear history: its question, then its answer."""
+    messages = graph.get_state(config).values["messages"]
+    ids = [m.id for m in messages]
+    question_id = asked["messages"][0].id
+    if question_id not in ids:
+        return False
+    a, b = asked["answer"]
+    after = messages[ids.index(question_id) + 1 :]
+    return any(m.type == "ai" and m.content == f"{a} + {b} = {a + b}" for m in after)
+
+
+def ask(graph: Any, asked: dict, config: dict, context: AgentContext) -> dict:
+    return graph.invoke({"messages": asked["messages"]}, config, context=context, durability="sync")
+
+
+def test_a_run_held_in_its_step_while_another_ran_a_turn_fails_and_the_other_is_kept(database: str):
+    settings = load_settings()
+    context = make_context(settings)
+    held, released = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        held.set()
+        assert released.wait(timeout=60)
+
+    with open_checkpointer(database) as saver:
+        graph = STRATEGIES["react"].build(saver)
+        config = {"configurable": {"thread_id": "shared"}}
+        first, second = question(2, 2), question(3, 3)
+        outcome: dict[str, BaseException | dict] = {}
+
+        def run_first() -> None:
+            try:
+                outcome["first"] = ask(graph, first, config, held_calculator(context, hold))
+            except BaseException as exc:  # the outcome is what the test checks
+                outcome["first"] = exc
+
+        runner = threading.Thread(target=run_first)
+        runner.start()
+        assert held.wait(timeout=60)  # the first run is inside its tools step
+        answer = ask(graph, second, config, context)
+        released.set()
+        runner.join(timeout=60)
+
+        assert answer["messages"][-1].content == "3 + 3 = 6"
+        assert isinstance(outcome["first"], ThreadChangedError), outcome["first"]
+        assert kept(graph, config, second)
+        assert not kept(graph, config, first)
+
+
+def one_round(graph: Any, config: dict, context: AgentContext, asked: list[dict]) -> list[Any]:
+    """Two runs released together by a barrier; each one's result or exception."""
+    barrier = threading.Barrier(len(asked))
+    results: list[Any] = [None] * len(asked)
+
+    def run(i: int) -> None:
+        barrier.wait(timeout=60)
+        try:
+            results[i] = ask(graph, asked[i], config(i), context)
+        except BaseException as exc:  # the outcome is what the test checks
+            results[i] = exc
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(asked))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    return results
+
+
+@pytest.mark.parametrize("run_ids", [False, True], ids=["no run ids", "run ids"])
+def test_two_runs_started_together_never_lose_a_turn_silently(database: str, run_ids: bool):
+    """Rounds of two runs released by one barrier: each either succeeds and is in the linear
+    history, or fails with ThreadChangedError, whichever interleaving the machine gives. With run
+    ids, as LangGraph's servers and Aegra run a graph (the checkpoints' metadata carries them)."""
+    context = make_context(load_settings())
+    thread = {"configurable": {"thread_id": "shared"}}
+
+    def config(_: int) -> dict:
+        return {**thread, "metadata": {"run_id": str(uuid.uuid4())}} if run_ids else thread
+
+    outcomes: list[tuple[dict, Any]] = []
+    with open_checkpointer(database) as saver:
+        graph = STRATEGIES["react"].build(saver)
+        for round_ in range(8):
+            asked = [question(round_, i) for i in (1, 2)]
+            outcomes += zip(asked, one_round(graph, config, context, asked), strict=True)
+        for asked, result in outcomes:
+            if isinstance(result, BaseException):
+                assert isinstance(result, ThreadChangedError), result
+            else:
+                assert kept(graph, thread, asked), asked
+    refused = sum(isinstance(result, BaseException) for _, result in outcomes)
+    print(f"{refused} of {len(outcomes)} runs refused")
