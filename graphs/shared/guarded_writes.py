@@ -1,0 +1,83 @@
+"""The other half of the one-writer rule (graphs/shared/guard.py): the run's own saver refuses to store
+a checkpoint that would fork its thread, i.e. one whose parent is no longer the thread's newest.
+The check and the write hold one lock per thread in the process, so two runs served by one
+process cannot slip between them; across processes, the window left is one read before the write.
+
+LangGraph offers no hook before a checkpoint is stored, so a guarded step installs the check on the
+saver object its engine handed the run (`put` and `aput`), once; the saver is otherwise unchanged."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from graphs.shared.guard_rows import NEWEST, Row, ThreadChangedError, newest_checkpoints, row_of
+
+INSTALLED = "_waypoint_one_writer"
+DELIBERATE = frozenset({"update", "fork"})  # state edits, copies (rollback) and replays
+STRIPES = 64  # locks per process, by thread id: runs of different threads rarely wait
+
+
+def guard_writes(saver: BaseCheckpointSaver) -> None:
+    """From now on `saver` refuses (ThreadChangedError) a root checkpoint that would fork its
+    thread; the run that asked to store it fails, and the thread keeps the other run's turn."""
+    if saver.__dict__.get(INSTALLED):
+        return
+    put, aput = saver.put, saver.aput
+    locks = [threading.Lock() for _ in range(STRIPES)]
+    async_locks = [asyncio.Lock() for _ in range(STRIPES)]
+
+    def checked_put(config: RunnableConfig, checkpoint: Any, metadata: Any, versions: Any) -> Any:
+        thread_id = _root_thread(config, metadata)
+        if thread_id is None:
+            return put(config, checkpoint, metadata, versions)
+        with locks[hash(thread_id) % STRIPES]:
+            refuse_fork(newest_checkpoints(saver, thread_id), config, checkpoint["id"])
+            return put(config, checkpoint, metadata, versions)
+
+    async def checked_aput(
+        config: RunnableConfig, checkpoint: Any, metadata: Any, versions: Any
+    ) -> Any:
+        thread_id = _root_thread(config, metadata)
+        if thread_id is None:
+            return await aput(config, checkpoint, metadata, versions)
+        async with async_locks[hash(thread_id) % STRIPES]:
+            rows = await _anewest(saver, thread_id)
+            refuse_fork(rows, config, checkpoint["id"])
+            return await aput(config, checkpoint, metadata, versions)
+
+    saver.put, saver.aput = checked_put, checked_aput  # type: ignore[method-assign]
+    saver.__dict__[INSTALLED] = True
+
+
+def refuse_fork(rows: Sequence[Row], config: RunnableConfig, checkpoint_id: str) -> None:
+    """Raise ThreadChangedError unless the checkpoint about to be stored follows the thread's
+    newest one (its own earlier copy aside), or starts the branch its run was asked to start."""
+    parent = config["configurable"].get("checkpoint_id")
+    newest = next((row.id for row in rows if row.id != checkpoint_id), None)
+    start = (config.get("metadata") or {}).get("checkpoint_id")
+    if parent == newest or (start is not None and parent == start):
+        return
+    thread_id = str(config["configurable"]["thread_id"])
+    raise ThreadChangedError(
+        thread_id, f"checkpoint {checkpoint_id} would follow {parent}, but {newest} is newer"
+    )
+
+
+def _root_thread(config: RunnableConfig, metadata: Any) -> str | None:
+    """The thread of a checkpoint the rule applies to: a root graph's, written by a run."""
+    configurable = config.get("configurable") or {}
+    if configurable.get("checkpoint_ns") or (metadata or {}).get("source") in DELIBERATE:
+        return None
+    thread_id = configurable.get("thread_id")
+    return None if thread_id is None else str(thread_id)
+
+
+async def _anewest(saver: BaseCheckpointSaver, thread_id: str) -> list[Row]:
+    config: RunnableConfig = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+    return [row_of(t) async for t in saver.alist(config, limit=NEWEST)]
