@@ -3,7 +3,10 @@ error it raises: one indexed read of ids and metadata on SQLite, the saver's own
 
 from __future__ import annotations
 
+import asyncio
+import importlib
 import json
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from langchain_core.runnables import RunnableConfig
@@ -39,36 +42,74 @@ class Row(NamedTuple):
 
 
 def newest_checkpoints(saver: BaseCheckpointSaver, thread_id: str) -> list[Row]:
-    """The thread's NEWEST newest root checkpoints: one indexed read of ids and metadata on SQLite,
-    the saver's own `list` on any other."""
-    if _is_sqlite(saver):
-        return _sqlite_rows(saver, thread_id)
-    config: RunnableConfig = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
-    return [row_of(t) for t in saver.list(config, limit=NEWEST)]
+    """The thread's NEWEST newest root checkpoints, newest first: one indexed read of ids and
+    metadata on SQLite and PostgreSQL, the saver's own `list` (whole checkpoints) on any other."""
+    kind = _kind(saver)
+    if kind == "sqlite":
+        with saver.cursor(transaction=False) as cursor:  # type: ignore[attr-defined]
+            return _rows(cursor.execute(SQLITE_NEWEST, (thread_id, NEWEST)).fetchall())
+    if kind == "postgres":
+        with saver._cursor() as cursor:  # type: ignore[attr-defined]
+            cursor.execute(POSTGRES_NEWEST, (thread_id, NEWEST))
+            return _rows(cursor.fetchall())
+    if kind == "async-postgres":  # a sync node runs in a worker thread, never on the saver's loop
+        reading = anewest_checkpoints(saver, thread_id)
+        return asyncio.run_coroutine_threadsafe(reading, saver.loop).result()  # type: ignore[attr-defined]
+    return [row_of(t) for t in saver.list(_thread(thread_id), limit=NEWEST)]
+
+
+async def anewest_checkpoints(saver: BaseCheckpointSaver, thread_id: str) -> list[Row]:
+    """`newest_checkpoints` for a caller on the saver's event loop."""
+    if _kind(saver) == "async-postgres":
+        async with saver._cursor() as cursor:  # type: ignore[attr-defined]
+            await cursor.execute(POSTGRES_NEWEST, (thread_id, NEWEST))
+            return _rows(await cursor.fetchall())
+    return [row_of(t) async for t in saver.alist(_thread(thread_id), limit=NEWEST)]
 
 
 SQLITE_NEWEST = (
     "SELECT checkpoint_id, parent_checkpoint_id, metadata FROM checkpoints "
     "WHERE thread_id = ? AND checkpoint_ns = '' ORDER BY checkpoint_id DESC LIMIT ?"
 )
+POSTGRES_NEWEST = (
+    "SELECT checkpoint_id, parent_checkpoint_id, metadata FROM checkpoints "
+    "WHERE thread_id = %s AND checkpoint_ns = '' ORDER BY checkpoint_id DESC LIMIT %s"
+)
 
 
-def _is_sqlite(saver: BaseCheckpointSaver) -> bool:
-    try:  # not every engine installs it (Aegra runs on PostgreSQL)
-        from langgraph.checkpoint.sqlite import SqliteSaver
-    except ImportError:
-        return False
-    return isinstance(saver, SqliteSaver)
+def _kind(saver: BaseCheckpointSaver) -> str | None:
+    """Which of LangGraph's SQL savers `saver` is, if any (each package is optional: Aegra runs
+    on PostgreSQL alone, `langgraph dev` keeps checkpoints in memory)."""
+    kinds = [
+        ("sqlite", "langgraph.checkpoint.sqlite", "SqliteSaver"),
+        ("postgres", "langgraph.checkpoint.postgres", "PostgresSaver"),
+        ("async-postgres", "langgraph.checkpoint.postgres.aio", "AsyncPostgresSaver"),
+    ]
+    for kind, module, name in kinds:
+        try:
+            saver_class = getattr(importlib.import_module(module), name)
+        except ImportError:
+            continue
+        if isinstance(saver, saver_class):
+            return kind
+    return None
 
 
-def _sqlite_rows(saver: Any, thread_id: str) -> list[Row]:
-    with saver.cursor(transaction=False) as cursor:
-        found = cursor.execute(SQLITE_NEWEST, (thread_id, NEWEST)).fetchall()
+def _rows(found: Sequence[Any]) -> list[Row]:
     rows = []
-    for checkpoint_id, parent, metadata in found:
-        meta = json.loads(metadata) if metadata else {}
+    for found_row in found:
+        checkpoint_id, parent, metadata = (
+            (found_row["checkpoint_id"], found_row["parent_checkpoint_id"], found_row["metadata"])
+            if isinstance(found_row, dict)
+            else found_row
+        )
+        meta = json.loads(metadata) if isinstance(metadata, str | bytes) else (metadata or {})
         rows.append(Row(checkpoint_id, parent, meta.get("source"), _text(meta.get("run_id"))))
     return rows
+
+
+def _thread(thread_id: str) -> RunnableConfig:
+    return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
 
 
 def row_of(saved: CheckpointTuple) -> Row:

@@ -16,7 +16,12 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from graphs.shared.guard_rows import NEWEST, Row, ThreadChangedError, newest_checkpoints, row_of
+from graphs.shared.guard_rows import (
+    Row,
+    ThreadChangedError,
+    anewest_checkpoints,
+    newest_checkpoints,
+)
 
 INSTALLED = "_waypoint_one_writer"
 DELIBERATE = frozenset({"update", "fork"})  # state edits, copies (rollback) and replays
@@ -47,7 +52,7 @@ def guard_writes(saver: BaseCheckpointSaver) -> None:
         if thread_id is None:
             return await aput(config, checkpoint, metadata, versions)
         async with async_locks[hash(thread_id) % STRIPES]:
-            rows = await _anewest(saver, thread_id)
+            rows = await anewest_checkpoints(saver, thread_id)
             refuse_fork(rows, config, checkpoint["id"])
             return await aput(config, checkpoint, metadata, versions)
 
@@ -76,8 +81,3 @@ def _root_thread(config: RunnableConfig, metadata: Any) -> str | None:
         return None
     thread_id = configurable.get("thread_id")
     return None if thread_id is None else str(thread_id)
-
-
-async def _anewest(saver: BaseCheckpointSaver, thread_id: str) -> list[Row]:
-    config: RunnableConfig = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
-    return [row_of(t) async for t in saver.alist(config, limit=NEWEST)]
