@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import HumanMessage
 from langchain_core.tools import BaseTool, StructuredTool
+from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from app.config import load_settings
 from app.service.context import make_context
@@ -242,27 +243,40 @@ def test_four_clients_ten_turns_on_one_thread_lose_none(database: str):
     each to one thread, sending a turn again after a short random pause (the retry policy
     docs/notes/graphguard.md gives clients) while it is refused. All 40 end in the linear history
     (with no guard, about 30 of 40 were lost here)."""
+    with open_checkpointer(database) as saver:
+        assert four_clients_ten_turns([saver, saver]) == []
+
+
+def test_four_clients_through_two_savers_on_postgres_lose_none(pg_url: str):
+    """The same through two savers, each with its own connection, as two server processes on one
+    database would be (no lock of one process covers the other's runs)."""
+    with open_checkpointer(pg_url) as first, open_checkpointer(pg_url) as second:
+        assert four_clients_ten_turns([first, second]) == []
+
+
+def four_clients_ten_turns(savers: list[BaseCheckpointSaver]) -> list[dict]:
+    """Runs the workload, client n through savers[n % 2]; returns the answered turns the thread
+    lost (not in its linear history)."""
     context = make_context(load_settings())
     config = {"configurable": {"thread_id": "shared"}}
+    graphs = [STRATEGIES["react"].build(saver) for saver in savers]
     answered: list[dict] = []
-    with open_checkpointer(database) as saver:
-        graph = STRATEGIES["react"].build(saver)
-        start = threading.Barrier(4)
+    start = threading.Barrier(4)
 
-        def client(number: int) -> None:
-            pause = random.Random(number)  # seeded: the same pauses every run
-            start.wait(timeout=60)
-            for turn in range(10):
-                asked = send_until_answered(graph, config, context, 100 * number + turn, pause)
-                answered.append(asked)
+    def client(number: int) -> None:
+        pause = random.Random(number)  # seeded: the same pauses every run
+        start.wait(timeout=60)
+        for turn in range(10):
+            graph = graphs[number % 2]
+            answered.append(send_until_answered(graph, config, context, 100 * number + turn, pause))
 
-        clients = [threading.Thread(target=client, args=(n,)) for n in range(4)]
-        for thread in clients:
-            thread.start()
-        for thread in clients:
-            thread.join(timeout=300)
-        assert len(answered) == 40
-        assert [asked for asked in answered if not kept(graph, config, asked)] == []
+    clients = [threading.Thread(target=client, args=(n,)) for n in range(4)]
+    for thread in clients:
+        thread.start()
+    for thread in clients:
+        thread.join(timeout=300)
+    assert len(answered) == 40
+    return [asked for asked in answered if not kept(graphs[0], config, asked)]
 
 
 def send_until_answered(

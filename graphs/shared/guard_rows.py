@@ -44,7 +44,7 @@ class Row(NamedTuple):
 def newest_checkpoints(saver: BaseCheckpointSaver, thread_id: str) -> list[Row]:
     """The thread's NEWEST newest root checkpoints, newest first: one indexed read of ids and
     metadata on SQLite and PostgreSQL, the saver's own `list` (whole checkpoints) on any other."""
-    kind = _kind(saver)
+    kind = saver_kind(saver)
     if kind == "sqlite":
         with saver.cursor(transaction=False) as cursor:  # type: ignore[attr-defined]
             return _rows(cursor.execute(SQLITE_NEWEST, (thread_id, NEWEST)).fetchall())
@@ -60,7 +60,7 @@ def newest_checkpoints(saver: BaseCheckpointSaver, thread_id: str) -> list[Row]:
 
 async def anewest_checkpoints(saver: BaseCheckpointSaver, thread_id: str) -> list[Row]:
     """`newest_checkpoints` for a caller on the saver's event loop."""
-    if _kind(saver) == "async-postgres":
+    if saver_kind(saver) == "async-postgres":
         async with saver._cursor() as cursor:  # type: ignore[attr-defined]
             await cursor.execute(POSTGRES_NEWEST, (thread_id, NEWEST))
             return _rows(await cursor.fetchall())
@@ -77,7 +77,7 @@ POSTGRES_NEWEST = (
 )
 
 
-def _kind(saver: BaseCheckpointSaver) -> str | None:
+def saver_kind(saver: BaseCheckpointSaver) -> str | None:
     """Which of LangGraph's SQL savers `saver` is, if any (each package is optional: Aegra runs
     on PostgreSQL alone, `langgraph dev` keeps checkpoints in memory)."""
     kinds = [

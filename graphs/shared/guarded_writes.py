@@ -1,15 +1,13 @@
 """The other half of the one-writer rule (graphs/shared/guard.py): the run's own saver refuses to store
 a checkpoint that would fork its thread, i.e. one whose parent is no longer the thread's newest.
-The check and the write hold one lock per thread in the process, so two runs served by one
-process cannot slip between them; across processes, the window left is one read before the write.
+The check and the write hold the thread's writer lock (graphs/shared/writer_locks.py): no other run
+in the process, nor on PostgreSQL in any process, can store a checkpoint of the thread between them.
 
 LangGraph offers no hook before a checkpoint is stored, so a guarded step installs the check on the
 saver object its engine handed the run (`put` and `aput`), once; the saver is otherwise unchanged."""
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,10 +20,10 @@ from graphs.shared.guard_rows import (
     anewest_checkpoints,
     newest_checkpoints,
 )
+from graphs.shared.writer_locks import WriterLocks
 
 INSTALLED = "_waypoint_one_writer"
 DELIBERATE = frozenset({"update", "fork"})  # state edits, copies (rollback) and replays
-STRIPES = 64  # locks per process, by thread id: runs of different threads rarely wait
 
 
 def guard_writes(saver: BaseCheckpointSaver) -> None:
@@ -34,14 +32,13 @@ def guard_writes(saver: BaseCheckpointSaver) -> None:
     if saver.__dict__.get(INSTALLED):
         return
     put, aput = saver.put, saver.aput
-    locks = [threading.Lock() for _ in range(STRIPES)]
-    async_locks = [asyncio.Lock() for _ in range(STRIPES)]
+    locks = WriterLocks(saver)
 
     def checked_put(config: RunnableConfig, checkpoint: Any, metadata: Any, versions: Any) -> Any:
         thread_id = _root_thread(config, metadata)
         if thread_id is None:
             return put(config, checkpoint, metadata, versions)
-        with locks[hash(thread_id) % STRIPES]:
+        with locks.writing(thread_id):
             refuse_fork(newest_checkpoints(saver, thread_id), config, checkpoint["id"])
             return put(config, checkpoint, metadata, versions)
 
@@ -51,7 +48,7 @@ def guard_writes(saver: BaseCheckpointSaver) -> None:
         thread_id = _root_thread(config, metadata)
         if thread_id is None:
             return await aput(config, checkpoint, metadata, versions)
-        async with async_locks[hash(thread_id) % STRIPES]:
+        async with locks.awriting(thread_id):
             rows = await anewest_checkpoints(saver, thread_id)
             refuse_fork(rows, config, checkpoint["id"])
             return await aput(config, checkpoint, metadata, versions)
