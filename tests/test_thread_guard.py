@@ -5,6 +5,8 @@ savers (SQLite and PostgreSQL); the decision rule itself on plain rows."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 import random
 import threading
@@ -144,7 +146,10 @@ def question(a: int, b: int) -> dict:
 
 def kept(graph: Any, config: dict, asked: dict) -> bool:
     """Whether a turn is in the thread's linear history: its question, then its answer."""
-    messages = graph.get_state(config).values["messages"]
+    return kept_in(graph.get_state(config).values["messages"], asked)
+
+
+def kept_in(messages: list, asked: dict) -> bool:
     ids = [m.id for m in messages]
     question_id = asked["messages"][0].id
     if question_id not in ids:
@@ -292,3 +297,57 @@ def send_until_answered(
             continue
         return asked
     raise AssertionError(f"turn {number} refused 500 times")
+
+
+@pytest.mark.parametrize("pooled", [False, True], ids=["one connection", "a pool"])
+def test_async_runs_on_langgraphs_async_postgres_saver_lose_none(pg_url: str, pooled: bool):
+    """As Aegra runs the graphs: `ainvoke` (sync nodes in worker threads, checkpoints stored by
+    `aput` on the event loop) with LangGraph's AsyncPostgresSaver, on one connection or a pool;
+    two savers stand for two server instances. 4 clients x 5 turns on one thread: none lost."""
+    assert asyncio.run(async_clients(pg_url, pooled)) == []
+
+
+async def async_clients(url: str, pooled: bool) -> list[dict]:
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+    from psycopg import AsyncConnection
+    from psycopg.rows import dict_row
+    from psycopg_pool import AsyncConnectionPool
+
+    context = make_context(load_settings())
+    config = {"configurable": {"thread_id": "shared"}}
+    settings = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
+    async with contextlib.AsyncExitStack() as stack:
+        savers = []
+        for _ in range(2):
+            if pooled:
+                pool = AsyncConnectionPool(url, kwargs=settings, max_size=4, open=False)
+                await pool.open()
+                stack.push_async_callback(pool.close)
+                savers.append(AsyncPostgresSaver(pool))
+            else:
+                conn = await AsyncConnection.connect(url, **settings)
+                stack.push_async_callback(conn.close)
+                savers.append(AsyncPostgresSaver(conn))
+        await savers[0].setup()
+        graphs = [STRATEGIES["react"].build(saver) for saver in savers]
+        answered: list[dict] = []
+
+        async def client(number: int) -> None:
+            pause = random.Random(number)
+            for turn in range(5):
+                for attempt in range(500):
+                    asked = question(100 * number + turn, attempt)
+                    try:
+                        await graphs[number % 2].ainvoke(
+                            {"messages": asked["messages"]}, config, context=context
+                        )
+                    except ThreadChangedError:
+                        await asyncio.sleep(pause.uniform(0, 0.02))  # a client's retry policy
+                        continue
+                    answered.append(asked)
+                    break
+
+        await asyncio.gather(*(client(n) for n in range(4)))
+        assert len(answered) == 20
+        state = await graphs[0].aget_state(config)
+        return [asked for asked in answered if not kept_in(state.values["messages"], asked)]

@@ -23,7 +23,10 @@ class WriterLocks:
 
     def __init__(self, saver: Any) -> None:
         self.saver = saver
-        self.postgres = saver_kind(saver) in {"postgres", "async-postgres"}
+        kind = saver_kind(saver)
+        # Each path locks the connection kind it is used with (an async saver's sync `put` runs
+        # its `aput`, which locks).
+        self.postgres, self.async_postgres = kind == "postgres", kind == "async-postgres"
         self.local = [threading.Lock() for _ in range(STRIPES)]
         self.local_async = [asyncio.Lock() for _ in range(STRIPES)]
 
@@ -44,7 +47,7 @@ class WriterLocks:
     @contextlib.asynccontextmanager
     async def awriting(self, thread_id: str) -> AsyncIterator[None]:
         async with self.local_async[_stripe(thread_id)]:
-            if not self.postgres:
+            if not self.async_postgres:
                 yield
                 return
             async with _asession(self.saver) as run:
