@@ -351,3 +351,33 @@ async def async_clients(url: str, pooled: bool) -> list[dict]:
         assert len(answered) == 20
         state = await graphs[0].aget_state(config)
         return [asked for asked in answered if not kept_in(state.values["messages"], asked)]
+
+
+def test_branches_from_an_explicit_checkpoint_are_not_refused(database: str):
+    """A deliberate branch: a turn sent from an earlier checkpoint (a client's `checkpoint_id`),
+    a replay from one (no input), and a rollback's copy followed by a new turn."""
+    context = make_context(load_settings())
+    thread = {"configurable": {"thread_id": "branches"}}
+    with open_checkpointer(database) as saver:
+        graph = STRATEGIES["react"].build(saver)
+        for n in (1, 2):
+            ask(graph, question(n, n), thread, context)
+        history = list(graph.get_state_history(thread))
+        end_of_first = next(s for s in history if s.values.get("turn") == 1 and not s.next)
+        earlier = {
+            "configurable": {**thread["configurable"], **end_of_first.config["configurable"]}
+        }
+
+        branch = question(5, 5)
+        assert ask(graph, branch, earlier, context)["messages"][-1].content == "5 + 5 = 10"
+        assert kept(graph, thread, branch)
+
+        before_tools = next(s for s in history if s.next == ("tools",))
+        replay = {"configurable": {**thread["configurable"], **before_tools.config["configurable"]}}
+        replayed = graph.invoke(None, replay, context=context, durability="sync")
+        assert replayed["messages"][-1].content == "2 + 2 = 4"
+
+        graph.update_state(earlier, None, as_node="__copy__")  # what `rollback` writes
+        after = question(6, 6)
+        ask(graph, after, thread, context)
+        assert kept(graph, thread, after)
