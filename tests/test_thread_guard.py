@@ -62,10 +62,20 @@ RULE_CASES = [
         "0004 follows 0002",
     ),
     (
-        "this run's last step went in after another run's",
+        "with run ids: this run's last step went in after another run's",
+        step(run_id="a"),
+        [
+            row(C, "0003", run_id="a"),
+            row("0004", "0002", run_id="b"),
+            row("0003", "0002", run_id="a"),
+        ],
+        f"{C} follows 0003",
+    ),
+    (
+        "resuming a head another run left forked: not this run's link",
         step(),
         [row(C, "0003"), row("0004", "0002"), row("0003", "0002")],
-        f"{C} follows 0003",
+        None,
     ),
     (
         "two runs began the same new thread",
@@ -247,7 +257,7 @@ def test_four_clients_ten_turns_on_one_thread_lose_none(database: str):
     """Issue 29's workload, in one process without Waypoint's lock: four clients send ten turns
     each to one thread, sending a turn again after a short random pause (the retry policy
     docs/notes/graphguard.md gives clients) while it is refused. All 40 end in the linear history
-    (with no guard, about 30 of 40 were lost here)."""
+    (with no guard, 30 of 40 were lost here)."""
     with open_checkpointer(database) as saver:
         assert four_clients_ten_turns([saver, saver]) == []
 

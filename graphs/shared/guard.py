@@ -89,15 +89,19 @@ def fork_reason(rows: Sequence[Row], step: Step) -> str | None:
 
 
 def _written_by(step: Step, row: Row, rows: Sequence[Row]) -> bool:
-    """Whether this run wrote `row`. With run ids (servers), exact. Without, the step's own
-    checkpoint when a step wrote it, and the input checkpoint right under it: a run started on a
-    thread another run left behind does not answer for that run's links."""
+    """Whether this run wrote `row`. With run ids (servers), exact. Without, only at a turn's first
+    step: its checkpoint and the input checkpoint right under it, which LangGraph stores before any
+    node runs (later ones are checked as they are stored, guarded_writes). A run resumed on a head
+    another run left does not answer for that run's links."""
     if step.run_id is not None and row.run_id is not None:
         return row.run_id == step.run_id
-    if row.id == step.checkpoint_id:
-        return row.source == "loop"
-    head = rows[0]
-    return row.source == "input" and head.id == step.checkpoint_id and head.parent == row.id
+    first_step = (
+        len(rows) > 1
+        and rows[0].id == step.checkpoint_id
+        and rows[0].parent == rows[1].id
+        and rows[1].source == "input"
+    )
+    return first_step and row in rows[:2]
 
 
 def _text(value: Any) -> str | None:
