@@ -391,3 +391,24 @@ def test_branches_from_an_explicit_checkpoint_are_not_refused(database: str):
         after = question(6, 6)
         ask(graph, after, thread, context)
         assert kept(graph, thread, after)
+
+
+def test_the_applications_own_writes_are_not_checked(database: str):
+    """Importing a thread that has a branch, through a saver the guard is installed on (a run
+    went first): an import is the application's write, not a run's, and keeps every checkpoint."""
+    from app.db import open_database
+    from app.service.archive import export_thread, import_thread
+
+    context = make_context(load_settings())
+    thread = {"configurable": {"thread_id": "original"}}
+    with open_database(database) as db:
+        graph = STRATEGIES["react"].build(db.saver)
+        ask(graph, question(1, 1), thread, context)
+        ask(graph, question(2, 2), thread, context)
+        first = list(graph.get_state_history(thread))[-1].config["configurable"]
+        ask(graph, question(3, 3), {"configurable": {**thread["configurable"], **first}}, context)
+        exported = export_thread(db, "original")
+        report = import_thread(db, exported, "copy")
+        copy = {"configurable": {"thread_id": "copy"}}
+        assert report.checkpoints == len(list(graph.get_state_history(thread)))
+        assert graph.get_state(copy).values == graph.get_state(thread).values

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
+from langgraph._internal._constants import CONFIG_KEY_RUNTIME  # in a run's config only
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from graphs.shared.guard_rows import (
@@ -72,9 +73,12 @@ def refuse_fork(rows: Sequence[Row], config: RunnableConfig, checkpoint_id: str)
 
 
 def _root_thread(config: RunnableConfig, metadata: Any) -> str | None:
-    """The thread of a checkpoint the rule applies to: a root graph's, written by a run."""
+    """The thread of a checkpoint the rule applies to: a root graph's, written by a run (whose
+    config carries its runtime; an application's own writes, such as an import, do not)."""
     configurable = config.get("configurable") or {}
-    if configurable.get("checkpoint_ns") or (metadata or {}).get("source") in DELIBERATE:
+    if CONFIG_KEY_RUNTIME not in configurable or configurable.get("checkpoint_ns"):
+        return None
+    if (metadata or {}).get("source") in DELIBERATE:
         return None
     thread_id = configurable.get("thread_id")
     return None if thread_id is None else str(thread_id)
