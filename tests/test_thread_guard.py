@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import pickle
 import random
 import threading
 import time
@@ -126,6 +127,7 @@ def test_the_error_says_what_happened_and_what_to_do():
         "thread t-1 was changed by another run while this turn ran; send the message again"
     )
     assert error.thread_id == "t-1"
+    assert str(pickle.loads(pickle.dumps(error))) == str(error)
 
 
 # --- two runs on one thread, Waypoint's react graph on its real savers ---------------------------

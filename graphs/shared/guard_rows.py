@@ -1,5 +1,6 @@
 """The thread's newest checkpoints as the one-writer rule reads them (graphs/shared/guard.py), and the
-error it raises: one indexed read of ids and metadata on SQLite, the saver's own `list` elsewhere."""
+error it raises: one indexed read of ids and metadata on SQLite and PostgreSQL, the saver's own
+`list` on any other saver."""
 
 from __future__ import annotations
 
@@ -17,11 +18,11 @@ NEWEST = 3  # a step's checkpoint, its parent and the one before: the links a st
 
 
 class ThreadChangedError(GraphBubbleUp, RuntimeError):
-    """Raised in a step when another run wrote the thread since this run's step began: going on
-    would fork the thread and lose one of the two turns. Nothing of the step is kept; the turn
-    can be sent again (it then starts from the thread's new head). A GraphBubbleUp, so that it
-    ends the run as it is: a node error handler would route it on and write one more checkpoint,
-    the forking write this error exists to prevent."""
+    """Raised before a node runs, or as a checkpoint is stored, when another run wrote the thread
+    since this run's step began: going on would fork the thread and lose one of the two turns.
+    Nothing of the step is kept; the turn can be sent again (it then starts from the thread's new
+    head). A GraphBubbleUp, so that it ends the run as it is: a node error handler would route it
+    on and write one more checkpoint, the forking write this error exists to prevent."""
 
     def __init__(self, thread_id: str, reason: str) -> None:
         super().__init__(
@@ -30,6 +31,9 @@ class ThreadChangedError(GraphBubbleUp, RuntimeError):
         )
         self.thread_id = thread_id
         self.reason = reason
+
+    def __reduce__(self) -> tuple:
+        return type(self), (self.thread_id, self.reason)  # pickles (engines may) and back
 
 
 class Row(NamedTuple):
