@@ -8,6 +8,7 @@ saver object its engine handed the run (`put` and `aput`), once; the saver is ot
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,8 +31,17 @@ DELIBERATE = frozenset({"update", "fork"})  # state edits, copies (rollback) and
 def guard_writes(saver: BaseCheckpointSaver) -> None:
     """From now on `saver` refuses (ThreadChangedError) a root checkpoint that would fork its
     thread; the run that asked to store it fails, and the thread keeps the other run's turn."""
-    if saver.__dict__.get(INSTALLED):
-        return
+    if not hasattr(saver, "__dict__") or saver.__dict__.get(INSTALLED):
+        return  # (a saver with __slots__ keeps only the check before each node)
+    with _installing:  # once: a second wrapper would take the thread's lock again, and fail
+        if not saver.__dict__.get(INSTALLED):
+            _install(saver)
+
+
+_installing = threading.Lock()
+
+
+def _install(saver: BaseCheckpointSaver) -> None:
     put, aput = saver.put, saver.aput
     locks = WriterLocks(saver)
 
