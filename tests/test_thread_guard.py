@@ -10,6 +10,7 @@ import contextlib
 import dataclasses
 import pickle
 import random
+import sqlite3
 import threading
 import time
 import uuid
@@ -414,3 +415,37 @@ def test_the_applications_own_writes_are_not_checked(database: str):
         copy = {"configurable": {"thread_id": "copy"}}
         assert report.checkpoints == len(list(graph.get_state_history(thread)))
         assert graph.get_state(copy).values == graph.get_state(thread).values
+
+
+def test_the_step_is_known_without_execution_info(monkeypatch: pytest.MonkeyPatch, tmp_path):
+    """With a LangGraph whose Runtime has no `execution_info`, the step comes from the task's
+    config, and it is the same step."""
+    from types import SimpleNamespace
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+    from langgraph.config import get_config
+    from langgraph.graph import START, StateGraph
+    from typing_extensions import TypedDict
+
+    import graphs.shared.guard as guard
+
+    class Counter(TypedDict):
+        n: int
+
+    seen = []
+
+    def node(state: Counter) -> dict:
+        seen.append(guard.running_step(get_config()))
+        with monkeypatch.context() as patch:
+            patch.setattr(guard, "get_runtime", lambda: SimpleNamespace())
+            seen.append(guard.running_step(get_config()))
+        return {"n": 1}
+
+    builder = StateGraph(Counter)
+    builder.add_node("a", node)
+    builder.add_edge(START, "a")
+    with sqlite3.connect(tmp_path / "db.sqlite", check_same_thread=False) as conn:
+        builder.compile(checkpointer=SqliteSaver(conn)).invoke(
+            {"n": 0}, {"configurable": {"thread_id": "t"}}
+        )
+    assert seen[0] is not None and seen[0] == seen[1]

@@ -59,13 +59,25 @@ def check_thread() -> None:
 def running_step(config: RunnableConfig) -> Step | None:
     """The step of the root graph being run, or None (no checkpointer; a subgraph's step, which
     its parent graph's step guards)."""
-    info = get_runtime().execution_info
-    if info is None or info.thread_id is None or "|" in info.checkpoint_ns:
+    thread_id, checkpoint_id, namespace, run_id = _execution(config)
+    if thread_id is None or checkpoint_id is None or "|" in namespace:
         return None
     metadata = config.get("metadata") or {}
-    run_id = info.run_id or metadata.get("run_id")
+    run_id = run_id or metadata.get("run_id")
     start = metadata.get("checkpoint_id")
-    return Step(info.thread_id, info.checkpoint_id, _text(run_id), _text(start))
+    return Step(str(thread_id), checkpoint_id, _text(run_id), _text(start))
+
+
+def _execution(config: RunnableConfig) -> tuple[Any, str | None, str, Any]:
+    """(thread, the step's checkpoint, the task's namespace, run id): from the runtime's
+    execution info, or, with a LangGraph that has none, from the task's config."""
+    info = getattr(get_runtime(), "execution_info", None)
+    if info is not None:
+        return info.thread_id, info.checkpoint_id, info.checkpoint_ns, info.run_id
+    configurable = config.get("configurable") or {}
+    checkpoints = configurable.get("checkpoint_map") or {}
+    namespace = configurable.get("checkpoint_ns") or ""
+    return configurable.get("thread_id"), checkpoints.get(""), namespace, config.get("run_id")
 
 
 def fork_reason(rows: Sequence[Row], step: Step) -> str | None:
