@@ -5,6 +5,7 @@ error it raises: one indexed read of ids and metadata on SQLite and PostgreSQL, 
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib
 import json
 from collections.abc import Sequence
@@ -84,6 +85,11 @@ POSTGRES_NEWEST = (
 def saver_kind(saver: BaseCheckpointSaver) -> str | None:
     """Which of LangGraph's SQL savers `saver` is, if any (each package is optional: Aegra runs
     on PostgreSQL alone, `langgraph dev` keeps checkpoints in memory)."""
+    return _kind_of(type(saver))
+
+
+@functools.lru_cache(maxsize=64)
+def _kind_of(saver_class: type) -> str | None:
     kinds = [
         ("sqlite", "langgraph.checkpoint.sqlite", "SqliteSaver"),
         ("postgres", "langgraph.checkpoint.postgres", "PostgresSaver"),
@@ -91,10 +97,10 @@ def saver_kind(saver: BaseCheckpointSaver) -> str | None:
     ]
     for kind, module, name in kinds:
         try:
-            saver_class = getattr(importlib.import_module(module), name)
-        except ImportError:
+            known = getattr(importlib.import_module(module), name)
+        except ImportError:  # a failed import is slow: the answer is kept per class
             continue
-        if isinstance(saver, saver_class):
+        if issubclass(saver_class, known):
             return kind
     return None
 
