@@ -27,6 +27,7 @@ from graphs.plan.routing import (
     route_at_plan_start,
 )
 from graphs.plan.state import PLAN_TURN_RESET, PlanState
+from graphs.shared.edits import edit_safe
 from graphs.shared.recovery import retry
 from graphs.shared.skeleton import strategy_graph
 from graphs.shared.summarize import summarize
@@ -45,10 +46,10 @@ def build_plan_graph(checkpointer: BaseCheckpointSaver | None = None) -> Compile
             "summarize": summarize,
         },
     )
-    graph.add_conditional_edges(START, route_at_plan_start)
-    graph.add_conditional_edges("planner", route_after_planner)
-    graph.add_conditional_edges("executor", route_after_executor)
-    graph.add_conditional_edges("synthesizer", route_after_synthesizer)
-    graph.add_conditional_edges("retry", route_after_retry)
-    graph.add_conditional_edges("summarize", route_after_retry)
+    graph.add_conditional_edges(START, edit_safe(route_at_plan_start))
+    graph.add_conditional_edges("planner", edit_safe(route_after_planner))
+    graph.add_conditional_edges("executor", edit_safe(route_after_executor))
+    graph.add_conditional_edges("synthesizer", edit_safe(route_after_synthesizer))
+    graph.add_conditional_edges("retry", edit_safe(route_after_retry))
+    graph.add_conditional_edges("summarize", edit_safe(route_after_retry))
     return graph.compile(checkpointer=checkpointer)

@@ -23,6 +23,7 @@ from langgraph.graph.state import CompiledStateGraph
 
 from graphs.react.nodes import agent, tools
 from graphs.react.routing import route_after_agent, route_after_tools, route_at_start
+from graphs.shared.edits import edit_safe
 from graphs.shared.recovery import retry
 from graphs.shared.skeleton import strategy_graph
 from graphs.shared.summarize import summarize
@@ -36,9 +37,9 @@ def build_graph(checkpointer: BaseCheckpointSaver | None = None) -> CompiledStat
         {},
         {"agent": agent, "tools": tools, "retry": retry, "summarize": summarize},
     )
-    graph.add_conditional_edges(START, route_at_start)
-    graph.add_conditional_edges("agent", route_after_agent)
-    graph.add_conditional_edges("tools", route_after_tools)
+    graph.add_conditional_edges(START, edit_safe(route_at_start))
+    graph.add_conditional_edges("agent", edit_safe(route_after_agent))
+    graph.add_conditional_edges("tools", edit_safe(route_after_tools))
     graph.add_edge("retry", "agent")
     graph.add_edge("summarize", "agent")
     return graph.compile(checkpointer=checkpointer)

@@ -20,6 +20,7 @@ from langgraph.graph.state import CompiledStateGraph
 from graphs.reflexion.nodes import attempt, evaluate, reflect
 from graphs.reflexion.routing import route_after_attempt, route_after_evaluate
 from graphs.reflexion.state import REFLEXION_TURN_RESET, ReflexionState
+from graphs.shared.edits import edit_safe
 from graphs.shared.recovery import retry
 from graphs.shared.skeleton import strategy_graph
 
@@ -32,8 +33,8 @@ def build_reflexion_graph(checkpointer: BaseCheckpointSaver | None = None) -> Co
         {"attempt": attempt, "evaluate": evaluate, "reflect": reflect, "retry": retry},
     )
     graph.add_edge(START, "attempt")
-    graph.add_conditional_edges("attempt", route_after_attempt)
-    graph.add_conditional_edges("evaluate", route_after_evaluate)
+    graph.add_conditional_edges("attempt", edit_safe(route_after_attempt))
+    graph.add_conditional_edges("evaluate", edit_safe(route_after_evaluate))
     graph.add_edge("reflect", "attempt")
     graph.add_edge("retry", "evaluate")
     return graph.compile(checkpointer=checkpointer)

@@ -19,6 +19,7 @@ from langgraph.graph.state import CompiledStateGraph
 from graphs.routed.nodes import calculator, classify, small_talk, tool_loop
 from graphs.routed.routing import route_after_answer, route_after_classify
 from graphs.routed.state import ROUTED_TURN_RESET, RoutedState
+from graphs.shared.edits import edit_safe
 from graphs.shared.skeleton import strategy_graph
 
 
@@ -35,8 +36,8 @@ def build_routed_graph(checkpointer: BaseCheckpointSaver | None = None) -> Compi
         },
     )
     graph.add_edge(START, "classify")
-    graph.add_conditional_edges("classify", route_after_classify)
-    graph.add_conditional_edges("calculator", route_after_answer)
-    graph.add_conditional_edges("small_talk", route_after_answer)
+    graph.add_conditional_edges("classify", edit_safe(route_after_classify))
+    graph.add_conditional_edges("calculator", edit_safe(route_after_answer))
+    graph.add_conditional_edges("small_talk", edit_safe(route_after_answer))
     graph.add_edge("tool_loop", END)
     return graph.compile(checkpointer=checkpointer)

@@ -1,7 +1,8 @@
 """What every strategy's graph has, built once: the JSON run context (RunSpec) as its context schema,
 the node error handler, `failure_handler` and `finalize` to END, and every node added so that the
-first to run in a turn begins it (graphs/shared/turns.py) and each writes only the fields it changes
-(graphs/shared/changes.py). A strategy adds its own nodes (by name) and wires them from START."""
+first to run in a turn begins it (graphs/shared/turns.py), each writes only the fields it changes
+(graphs/shared/changes.py) and none runs on a thread another run changed (graphs/shared/guard.py).
+A strategy adds its own nodes (by name) and wires them from START."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from langgraph.graph import END, StateGraph
 
 from graphs.shared.changes import changes_only
 from graphs.shared.closing import failure_handler, finalize, on_node_error
+from graphs.shared.guard import one_writer
 from graphs.shared.turns import begins_turn, turn_start
 from graphs.spec import RunSpec
 
@@ -28,7 +30,7 @@ def strategy_graph(
     graph.set_node_defaults(error_handler=begins_turn(on_node_error, start))
     every = {**nodes, "failure_handler": failure_handler, "finalize": finalize}
     for name, node in every.items():
-        graph.add_node(name, changes_only(begins_turn(node, start)))
+        graph.add_node(name, one_writer(changes_only(begins_turn(node, start))))
     graph.add_edge("failure_handler", END)
     graph.add_edge("finalize", END)
     return graph
