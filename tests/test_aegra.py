@@ -160,12 +160,6 @@ def test_a_memory_is_in_the_servers_store_seen_from_either_instance(aegra: Aegra
             raise MemoryNotInStoreError(f"{instance.name}: {found}")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=TurnsLostError,
-    reason="issue 29 item 4 (engineer graphguard): Aegra runs overlapping runs on one thread and "
-    "a turn made on a stale head forks the thread; no guard refuses it yet",
-)
 def test_four_clients_on_one_thread_across_both_instances_lose_no_turn(aegra: Aegra):
     clients = [aegra.client(aegra.a), aegra.client(aegra.b)]
     tid = clients[0].threads.create()["thread_id"]

@@ -17,9 +17,6 @@ __all__ = ["langgraph_dev", "serve"]  # the servers, as test_langgraph_api start
 SERVE_DIFFERS: dict[str, str] = {}
 # Calls that fail on serve (and on langgraph dev too), and why.
 SERVE_FAILS = {
-    "threads.update_state(as_node=agent)": "issue 28 item 4: the routers need a runtime that a"
-    " state edit does not give (both servers)",
-    "threads.update_state(no as_node)": "as threads.update_state(as_node=agent)",
     "threads.prune(keep_latest)": "serve deletes whole threads only (a 400 that names the CLI's"
     " `threads prune --keep-last-turns 1`); langgraph dev 0.16.7 fails it too",
 }
