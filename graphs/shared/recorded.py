@@ -1,0 +1,134 @@
+"""Side-effecting tool calls run once: each runs as a LangGraph task whose result is saved to the
+checkpointer before the node goes on, so a node an engine re-executes after a crash gets the saved
+result back instead of running the call again (docs/notes/once.md)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from langchain_core.messages import ToolCall, ToolMessage
+from langgraph._internal._constants import (
+    CONFIG_KEY_CALL,
+    CONFIG_KEY_CHECKPOINT_MAP,
+    CONFIG_KEY_CHECKPOINT_NS,
+    CONFIG_KEY_CHECKPOINTER,
+    CONFIG_KEY_DURABILITY,
+    CONFIG_KEY_TASK_ID,
+    NS_SEP,
+    RETURN,
+)
+from langgraph.config import get_config
+from langgraph.func import task
+from langgraph.pregel._algo import task_path_str
+
+# Tests (and the Aegra kill test) set it to a directory: after a call's result is recorded, the
+# process writes `<dir>/<call id>.recorded` and waits until a writer opens the FIFO `<dir>/release`
+# (or it is killed). Unset, nothing waits.
+HOLD_AFTER_RECORD = "WAYPOINT_TEST_HOLD_AFTER_RECORD"
+
+RunCall = Callable[[ToolCall], ToolMessage]
+
+
+@dataclass
+class _Started:
+    """A recorded call in flight: how to run it, and whether it ran in this process."""
+
+    run: RunCall
+    ran: list[bool] = field(default_factory=list)
+
+
+# Keyed by a random id passed as the task's input, so the input stays plain data (engines stream
+# and trace task inputs) while the task still reaches the node's tools and stream writer.
+_started: dict[str, _Started] = {}
+
+
+def recording() -> bool:
+    """Whether the caller is a node of a graph run whose checkpointer keeps what a task returns
+    (a run with durability "exit" saves nothing before it ends, so there is nothing to go back to)."""
+    try:
+        configurable = get_config()["configurable"]
+    except RuntimeError:  # called outside a graph run (e.g. `doctor`)
+        return False
+    return (
+        configurable.get(CONFIG_KEY_CHECKPOINTER) is not None
+        and CONFIG_KEY_CALL in configurable
+        and configurable.get(CONFIG_KEY_DURABILITY) != "exit"
+    )
+
+
+def start_recorded(call: ToolCall, run: RunCall) -> Callable[[], tuple[ToolMessage, bool]]:
+    """Start `call` as a task; the returned function waits for (its result, whether it ran here)
+    — False when the result is the one recorded by an earlier execution of this node.
+
+    LangGraph finds a task's saved result by the order the node calls its tasks in, so the caller
+    starts its recorded calls in the model's order, from the node's own thread."""
+    key = uuid.uuid4().hex
+    started = _started[key] = _Started(run)
+    future = recorded_tool_call(call, key)
+
+    def result() -> tuple[ToolMessage, bool]:
+        try:
+            message = future.result()
+        finally:
+            _started.pop(key, None)
+        if message.tool_call_id != call["id"]:
+            # A record of another call: the node's calls changed since it was made (e.g. an
+            # approval policy that differs on resume). Run this one; at-least-once here.
+            return run(call), True
+        return message, bool(started.ran)
+
+    return result
+
+
+@task
+def recorded_tool_call(call: ToolCall, key: str) -> ToolMessage:
+    """Run the call and save its result before returning it: LangGraph saves a task's result in
+    the background, so a crash right after the call could lose it and the call would run again."""
+    started = _started[key]
+    message = started.run(call)
+    _save_return(message)
+    started.ran.append(True)
+    _hold_if_asked(call)
+    return message
+
+
+def _save_return(message: ToolMessage) -> None:
+    """Write the task's result as LangGraph itself will (same task id, channel and index, so its
+    own later write of it is a duplicate the savers ignore), but now, synchronously."""
+    config = get_config()
+    configurable = config["configurable"]
+    # "<graph's namespace>|<node>:<id>|recorded_tool_call:<id>": the task's parent is the node, and
+    # LangGraph files the task's writes under the graph's namespace, at its current checkpoint.
+    node_ns = configurable[CONFIG_KEY_CHECKPOINT_NS].rpartition(NS_SEP)[0]
+    graph_ns = node_ns.rpartition(NS_SEP)[0]
+    write_config = {
+        "configurable": {
+            **{k: v for k, v in configurable.items() if not k.startswith("__pregel_")},
+            CONFIG_KEY_CHECKPOINT_NS: graph_ns,
+            "checkpoint_id": configurable[CONFIG_KEY_CHECKPOINT_MAP][graph_ns],
+        }
+    }
+    path = task_path_str(config.get("metadata", {}).get("langgraph_path", ""))
+    saver = configurable[CONFIG_KEY_CHECKPOINTER]
+    saver.put_writes(write_config, [(RETURN, message)], configurable[CONFIG_KEY_TASK_ID], path)
+
+
+def _hold_if_asked(call: ToolCall) -> None:
+    folder = os.environ.get(HOLD_AFTER_RECORD)
+    if not folder:
+        return
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", str(call["id"]))
+    seen = {"pid": os.getpid(), "call_id": call["id"], "tool": call["name"]}
+    marker = Path(folder) / f"{name}.recorded"
+    marker.with_suffix(".tmp").write_text(json.dumps(seen))
+    marker.with_suffix(".tmp").replace(marker)  # appears whole: the test reads it at once
+    release = Path(folder) / "release"
+    if release.is_fifo():
+        with open(release, "rb"):  # opening a FIFO for reading waits for its writer
+            pass

@@ -1,0 +1,125 @@
+"""A tool call with side effects runs once although the process running its turn is killed after
+the call returned and before its step finished: the resumed turn gets the recorded result. On
+SQLite and on PostgreSQL, for every strategy's tool execution (graphs/shared/recorded.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pexpect
+import pytest
+from langchain_core.messages import AIMessage, ToolMessage
+
+from app.config import load_settings
+from app.service.context import make_context
+from app.service.session import ChatSession
+from app.store import open_checkpointer
+from graphs.shared.recorded import HOLD_AFTER_RECORD
+from tests.conftest import REPO
+from tests.fakes import ScriptedChatModel
+
+SCRIPT = REPO / "tests" / "scripts" / "recorded_turn.py"
+ENV = {"PYTHONPATH": str(REPO), "TERM": "dumb", "PROMPT_TOOLKIT_NO_CPR": "1"}
+
+
+def start_held_turn(
+    folder: Path, scenario: str, strategy: str, held: list[str]
+) -> subprocess.Popen:
+    """A real `chat` turn, held (WAYPOINT_TEST_HOLD_AFTER_RECORD) once every call in `held` has
+    returned and its result is recorded: until the test kills it."""
+    hold = folder / "hold"
+    hold.mkdir()
+    os.mkfifo(hold / "release")  # nobody opens it for writing: the turn stays held
+    args = ["chat", "--jsonl", "-t", "T", "--strategy", strategy, "-m", "append a line"]
+    process = subprocess.Popen(
+        [sys.executable, str(SCRIPT), scenario, str(folder / "count"), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, **ENV, HOLD_AFTER_RECORD: str(hold)},
+    )
+    markers = [hold / f"{call_id}.recorded" for call_id in held]
+    deadline = time.monotonic() + 90
+    while not all(m.exists() for m in markers):
+        assert process.poll() is None, process.stderr.read().decode()
+        assert time.monotonic() < deadline, "the tool's result was never recorded"
+        time.sleep(0.05)
+    assert {json.loads(m.read_text())["pid"] for m in markers} == {process.pid}
+    return process
+
+
+def resume_in_repl(folder: Path, scenario: str, strategy: str, answer: str) -> str:
+    """Open the thread in a new REPL process and choose "resume"; what it printed. (The strategy
+    is named: a first turn killed inside reflexion's attempt has not stored it yet.)"""
+    args = ["chat", "--thread", "T", "--strategy", strategy]
+    child = pexpect.spawn(
+        sys.executable,
+        [str(SCRIPT), scenario, str(folder / "count"), *args],
+        env={**os.environ, **ENV, "RECORDED_TURN_RESUME": "1"},
+        encoding="utf-8",
+        timeout=90,
+        dimensions=(50, 160),
+    )
+    child.expect("esume it or")
+    shown = child.before
+    child.sendline("r")
+    child.expect(answer)
+    shown += child.before
+    child.expect("T>")
+    child.sendline("/exit")
+    child.expect(pexpect.EOF)
+    return shown + child.before
+
+
+def thread_messages() -> list:
+    settings = load_settings()
+    with open_checkpointer(settings.db) as saver:
+        session = ChatSession(settings, saver, "T", make_context(settings, ScriptedChatModel()))
+        return session.graph.get_state(session.config).values.get("messages", [])
+
+
+def results_of(messages: list, call_id: str) -> list[str]:
+    return [
+        str(m.content) for m in messages if isinstance(m, ToolMessage) and m.tool_call_id == call_id
+    ]
+
+
+@pytest.mark.parametrize(
+    ("scenario", "strategy"), [("one", "react"), ("plan", "plan"), ("reflexion", "reflexion")]
+)
+def test_a_killed_turn_resumed_runs_its_side_effect_once(
+    isolated: Path, database: str, scenario: str, strategy: str
+):
+    plan_call = "call_plan_t1_s1_r0"  # the plan executor's own id for step 1
+    call_id = plan_call if strategy == "plan" else "once-1"
+    process = start_held_turn(isolated, scenario, strategy, [call_id])
+    process.kill()
+    process.wait(timeout=30)
+    assert (isolated / "count").read_text() == "one\n"
+
+    answer = "done" if strategy == "plan" else "all done"
+    resume_in_repl(isolated, scenario, strategy, answer)
+
+    assert (isolated / "count").read_text() == "one\n"
+    messages = thread_messages()
+    assert results_of(messages, call_id) == ["appended one"]
+    assert isinstance(messages[-1], AIMessage) and messages[-1].content == answer
+
+
+def test_parallel_calls_each_get_their_own_recorded_result(isolated: Path, database: str):
+    process = start_held_turn(isolated, "parallel", "react", ["once-1", "once-3"])
+    process.kill()
+    process.wait(timeout=30)
+
+    resume_in_repl(isolated, "parallel", "react", "all done")
+
+    assert sorted((isolated / "count").read_text().splitlines()) == ["first", "second"]
+    messages = thread_messages()
+    assert results_of(messages, "once-1") == ["appended first"]
+    assert results_of(messages, "once-3") == ["appended second"]
+    # the read-only call is not recorded: it ran again, and saw both lines
+    assert results_of(messages, "once-2") == ["2 lines"]
