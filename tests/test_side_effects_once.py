@@ -123,3 +123,27 @@ def test_parallel_calls_each_get_their_own_recorded_result(isolated: Path, datab
     assert results_of(messages, "once-3") == ["appended second"]
     # the read-only call is not recorded: it ran again, and saw both lines
     assert results_of(messages, "once-2") == ["2 lines"]
+
+
+def test_a_new_turn_after_the_kill_answers_the_call_with_its_recorded_result(
+    isolated: Path, database: str
+):
+    process = start_held_turn(isolated, "one", "react", ["once-1"])
+    process.kill()
+    process.wait(timeout=30)
+
+    args = ["chat", "--jsonl", "-t", "T", "-m", "and now?"]
+    after = subprocess.run(
+        [sys.executable, str(SCRIPT), "one", str(isolated / "count"), *args],
+        capture_output=True,
+        timeout=90,
+        env={**os.environ, **ENV, "RECORDED_TURN_RESUME": "1"},
+    )
+
+    assert after.returncode == 0, after.stderr.decode()
+    assert (
+        "was interrupted; 1 finished tool call kept with its recorded result"
+        in (after.stdout + after.stderr).decode()
+    )
+    assert (isolated / "count").read_text() == "one\n"
+    assert results_of(thread_messages(), "once-1") == ["appended one"]

@@ -8,9 +8,10 @@ import json
 import os
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from langchain_core.messages import ToolCall, ToolMessage
 from langgraph._internal._constants import (
@@ -132,3 +133,15 @@ def _hold_if_asked(call: ToolCall) -> None:
     if release.is_fifo():
         with open(release, "rb"):  # opening a FIFO for reading waits for its writer
             pass
+
+
+def recorded_results(
+    pending_writes: Iterable[tuple[str, str, Any]] | None,
+) -> dict[str, ToolMessage]:
+    """The results a step that never finished recorded, by tool call id: from the pending writes
+    of the checkpoint it ran from (its namespace's; a crash leaves them there)."""
+    return {
+        value.tool_call_id: value
+        for _, channel, value in pending_writes or []
+        if channel == RETURN and isinstance(value, ToolMessage)
+    }
