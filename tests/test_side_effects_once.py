@@ -24,20 +24,27 @@ from tests.conftest import REPO
 from tests.fakes import ScriptedChatModel
 
 SCRIPT = REPO / "tests" / "scripts" / "recorded_turn.py"
+ASYNC_SCRIPT = REPO / "tests" / "scripts" / "async_turn.py"
 ENV = {"PYTHONPATH": str(REPO), "TERM": "dumb", "PROMPT_TOOLKIT_NO_CPR": "1"}
 
 
 def start_held_turn(
     folder: Path, scenario: str, strategy: str, held: list[str]
 ) -> subprocess.Popen:
-    """A real `chat` turn, held (WAYPOINT_TEST_HOLD_AFTER_RECORD) once every call in `held` has
-    returned and its result is recorded: until the test kills it."""
+    """A real `chat` turn, held once every call in `held` has returned and its result is recorded:
+    until the test kills it."""
+    args = ["chat", "--jsonl", "-t", "T", "--strategy", strategy, "-m", "append a line"]
+    return start_held(folder, [str(SCRIPT), scenario, str(folder / "count"), *args], held)
+
+
+def start_held(folder: Path, command: list[str], held: list[str]) -> subprocess.Popen:
+    """`python COMMAND` with WAYPOINT_TEST_HOLD_AFTER_RECORD set, once it holds after recording
+    every call in `held`."""
     hold = folder / "hold"
     hold.mkdir()
-    os.mkfifo(hold / "release")  # nobody opens it for writing: the turn stays held
-    args = ["chat", "--jsonl", "-t", "T", "--strategy", strategy, "-m", "append a line"]
+    os.mkfifo(hold / "release")  # nobody opens it for writing: the process stays held
     process = subprocess.Popen(
-        [sys.executable, str(SCRIPT), scenario, str(folder / "count"), *args],
+        [sys.executable, *command],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env={**os.environ, **ENV, HOLD_AFTER_RECORD: str(hold)},
@@ -147,3 +154,27 @@ def test_a_new_turn_after_the_kill_answers_the_call_with_its_recorded_result(
     )
     assert (isolated / "count").read_text() == "one\n"
     assert results_of(thread_messages(), "once-1") == ["appended one"]
+
+
+@pytest.mark.parametrize("saver", ["sqlite", "postgres"])
+def test_on_an_async_engine_the_resumed_run_returns_the_recorded_result(
+    isolated: Path, request: pytest.FixtureRequest, saver: str
+):
+    # LangGraph's server and Aegra run graphs with astream, an async saver and durability "async"
+    db = request.getfixturevalue("pg_url") if saver == "postgres" else str(isolated / "a.sqlite")
+    turn = [str(ASYNC_SCRIPT), db, str(isolated / "count")]
+    process = start_held(isolated, [*turn, "run"], ["once-1"])
+    process.kill()
+    process.wait(timeout=30)
+
+    resumed = subprocess.run(
+        [sys.executable, *turn, "resume"],
+        capture_output=True,
+        timeout=90,
+        env={**os.environ, **ENV},
+    )
+
+    assert resumed.returncode == 0, resumed.stderr.decode()
+    assert (isolated / "count").read_text() == "one\n"
+    messages = [json.loads(line) for line in resumed.stdout.decode().splitlines()]
+    assert messages[-2:] == [["tool", "appended one"], ["ai", "all done"]]

@@ -1,0 +1,67 @@
+"""A react turn run the way LangGraph servers and Aegra run graphs: `astream` with an async saver
+(AsyncSqliteSaver, or AsyncPostgresSaver for a postgresql:// DB), durability "async" (their default).
+
+Usage: async_turn.py DB COUNT_FILE run|resume — `run` starts the turn, whose `append_line` call
+appends to COUNT_FILE (side effects); `resume` continues the thread (input None), as an engine does
+with a run whose worker died. Prints the thread's messages as JSON, one [type, content] a line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import sys
+from pathlib import Path
+
+from langchain_core.messages import HumanMessage
+from langchain_core.tools import tool
+
+from graphs.react.graph import build_graph
+from graphs.state import AgentContext
+from tests.fakes import ScriptedChatModel, ai_calls, call
+
+db, count_file, mode = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
+
+
+@tool
+def append_line(text: str) -> str:
+    """Append a line to the test's file (test helper with side effects)."""
+    with open(count_file, "a", encoding="utf-8") as handle:
+        handle.write(text + "\n")
+    return f"appended {text}"
+
+
+append_line.metadata = {"side_effects": True}
+
+
+def async_saver() -> contextlib.AbstractAsyncContextManager:
+    if db.startswith("postgresql://"):
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+        return AsyncPostgresSaver.from_conn_string(db)
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    return AsyncSqliteSaver.from_conn_string(db)
+
+
+async def main() -> None:
+    async with async_saver() as saver:
+        if hasattr(saver, "setup"):
+            await saver.setup()
+        graph = build_graph(saver)
+        first = (
+            [] if mode == "resume" else [ai_calls(call("append_line", {"text": "one"}, "once-1"))]
+        )
+        model = ScriptedChatModel(script=[*first, "all done"])
+        context = AgentContext(model=model, tools=[append_line], system_prompt="You are Waypoint.")
+        config = {"configurable": {"thread_id": "T"}}
+        turn = {"messages": [HumanMessage("append a line", id="human-1")], "turn": 1}
+        async for _ in graph.astream(None if mode == "resume" else turn, config, context=context):
+            pass
+        state = await graph.aget_state(config)
+        for message in state.values["messages"]:
+            print(json.dumps([message.type, message.content]))
+
+
+asyncio.run(main())
