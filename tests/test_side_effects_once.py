@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import pexpect
@@ -59,6 +60,25 @@ def start_held(folder: Path, command: list[str], held: list[str]) -> subprocess.
     return process
 
 
+def kill_held(process: subprocess.Popen, folder: Path) -> None:
+    """SIGKILL the held process; with the FIFO gone, a process that ran a call again would log it
+    in ran.jsonl and go on instead of waiting."""
+    process.kill()
+    process.wait(timeout=30)
+    (folder / "hold" / "release").unlink()
+
+
+def after_kill_env(folder: Path) -> dict[str, str]:
+    """The environment of the process that continues the thread: logging what it runs."""
+    return {**os.environ, **ENV, HOLD_AFTER_RECORD: str(folder / "hold")}
+
+
+def runs_of(folder: Path) -> Counter:
+    """How many times each recorded call ran, in every process."""
+    lines = (folder / "hold" / "ran.jsonl").read_text().splitlines()
+    return Counter(json.loads(line)["call_id"] for line in lines)
+
+
 def resume_in_repl(folder: Path, scenario: str, strategy: str, answer: str) -> str:
     """Open the thread in a new REPL process and choose "resume"; what it printed. (The strategy
     is named: a first turn killed inside reflexion's attempt has not stored it yet.)"""
@@ -66,7 +86,7 @@ def resume_in_repl(folder: Path, scenario: str, strategy: str, answer: str) -> s
     child = pexpect.spawn(
         sys.executable,
         [str(SCRIPT), scenario, str(folder / "count"), *args],
-        env={**os.environ, **ENV, "RECORDED_TURN_RESUME": "1"},
+        env={**after_kill_env(folder), "RECORDED_TURN_RESUME": "1"},
         encoding="utf-8",
         timeout=90,
         dimensions=(50, 160),
@@ -104,8 +124,7 @@ def test_a_killed_turn_resumed_runs_its_side_effect_once(
     plan_call = "call_plan_t1_s1_r0"  # the plan executor's own id for step 1
     call_id = plan_call if strategy == "plan" else "once-1"
     process = start_held_turn(isolated, scenario, strategy, [call_id])
-    process.kill()
-    process.wait(timeout=30)
+    kill_held(process, isolated)
     assert (isolated / "count").read_text() == "one\n"
 
     answer = "done" if strategy == "plan" else "all done"
@@ -114,13 +133,13 @@ def test_a_killed_turn_resumed_runs_its_side_effect_once(
     assert (isolated / "count").read_text() == "one\n"
     messages = thread_messages()
     assert results_of(messages, call_id) == ["appended one"]
+    assert runs_of(isolated) == {call_id: 1}
     assert isinstance(messages[-1], AIMessage) and messages[-1].content == answer
 
 
 def test_parallel_calls_each_get_their_own_recorded_result(isolated: Path, database: str):
     process = start_held_turn(isolated, "parallel", "react", ["once-1", "once-3"])
-    process.kill()
-    process.wait(timeout=30)
+    kill_held(process, isolated)
 
     resume_in_repl(isolated, "parallel", "react", "all done")
 
@@ -130,21 +149,21 @@ def test_parallel_calls_each_get_their_own_recorded_result(isolated: Path, datab
     assert results_of(messages, "once-3") == ["appended second"]
     # the read-only call is not recorded: it ran again, and saw both lines
     assert results_of(messages, "once-2") == ["2 lines"]
+    assert runs_of(isolated) == {"once-1": 1, "once-3": 1}
 
 
 def test_a_new_turn_after_the_kill_answers_the_call_with_its_recorded_result(
     isolated: Path, database: str
 ):
     process = start_held_turn(isolated, "one", "react", ["once-1"])
-    process.kill()
-    process.wait(timeout=30)
+    kill_held(process, isolated)
 
     args = ["chat", "--jsonl", "-t", "T", "-m", "and now?"]
     after = subprocess.run(
         [sys.executable, str(SCRIPT), "one", str(isolated / "count"), *args],
         capture_output=True,
         timeout=90,
-        env={**os.environ, **ENV, "RECORDED_TURN_RESUME": "1"},
+        env={**after_kill_env(isolated), "RECORDED_TURN_RESUME": "1"},
     )
 
     assert after.returncode == 0, after.stderr.decode()
@@ -154,6 +173,7 @@ def test_a_new_turn_after_the_kill_answers_the_call_with_its_recorded_result(
     )
     assert (isolated / "count").read_text() == "one\n"
     assert results_of(thread_messages(), "once-1") == ["appended one"]
+    assert runs_of(isolated) == {"once-1": 1}
 
 
 @pytest.mark.parametrize("saver", ["sqlite", "postgres"])
@@ -164,17 +184,17 @@ def test_on_an_async_engine_the_resumed_run_returns_the_recorded_result(
     db = request.getfixturevalue("pg_url") if saver == "postgres" else str(isolated / "a.sqlite")
     turn = [str(ASYNC_SCRIPT), db, str(isolated / "count")]
     process = start_held(isolated, [*turn, "run"], ["once-1"])
-    process.kill()
-    process.wait(timeout=30)
+    kill_held(process, isolated)
 
     resumed = subprocess.run(
         [sys.executable, *turn, "resume"],
         capture_output=True,
         timeout=90,
-        env={**os.environ, **ENV},
+        env=after_kill_env(isolated),
     )
 
     assert resumed.returncode == 0, resumed.stderr.decode()
     assert (isolated / "count").read_text() == "one\n"
     messages = [json.loads(line) for line in resumed.stdout.decode().splitlines()]
     assert messages[-2:] == [["tool", "appended one"], ["ai", "all done"]]
+    assert runs_of(isolated) == {"once-1": 1}

@@ -28,9 +28,10 @@ from langgraph.config import get_config
 from langgraph.func import task
 from langgraph.pregel._algo import task_path_str
 
-# Tests (and the Aegra kill test) set it to a directory: after a call's result is recorded, the
-# process writes `<dir>/<call id>.recorded` and waits until a writer opens the FIFO `<dir>/release`
-# (or it is killed). Unset, nothing waits.
+# Tests (and the Aegra kill test) set it to a directory: each time a recorded call has run and its
+# result is saved, the process appends {"pid", "call_id", "tool"} to `<dir>/ran.jsonl`, writes it to
+# `<dir>/<call id>.recorded`, and, while `<dir>/release` is a FIFO, waits until a writer opens it (or
+# the process is killed). Unset, nothing is written and nothing waits (docs/notes/once.md).
 HOLD_AFTER_RECORD = "WAYPOINT_TEST_HOLD_AFTER_RECORD"
 
 RunCall = Callable[[ToolCall], ToolMessage]
@@ -124,10 +125,12 @@ def _hold_if_asked(call: ToolCall) -> None:
     folder = os.environ.get(HOLD_AFTER_RECORD)
     if not folder:
         return
+    seen = json.dumps({"pid": os.getpid(), "call_id": call["id"], "tool": call["name"]})
+    with open(Path(folder) / "ran.jsonl", "a", encoding="utf-8") as log:
+        log.write(seen + "\n")
     name = re.sub(r"[^A-Za-z0-9._-]", "_", str(call["id"]))
-    seen = {"pid": os.getpid(), "call_id": call["id"], "tool": call["name"]}
     marker = Path(folder) / f"{name}.recorded"
-    marker.with_suffix(".tmp").write_text(json.dumps(seen))
+    marker.with_suffix(".tmp").write_text(seen)
     marker.with_suffix(".tmp").replace(marker)  # appears whole: the test reads it at once
     release = Path(folder) / "release"
     if release.is_fifo():
