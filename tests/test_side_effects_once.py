@@ -30,11 +30,11 @@ ENV = {"PYTHONPATH": str(REPO), "TERM": "dumb", "PROMPT_TOOLKIT_NO_CPR": "1"}
 
 
 def start_held_turn(
-    folder: Path, scenario: str, strategy: str, held: list[str]
+    folder: Path, scenario: str, strategy: str, held: list[str], *options: str
 ) -> subprocess.Popen:
-    """A real `chat` turn, held once every call in `held` has returned and its result is recorded:
-    until the test kills it."""
-    args = ["chat", "--jsonl", "-t", "T", "--strategy", strategy, "-m", "append a line"]
+    """A real `chat` turn (with CLI `options`), held once every call in `held` has returned and
+    its result is recorded: until the test kills it."""
+    args = ["chat", "--jsonl", "-t", "T", "--strategy", strategy, "-m", "append a line", *options]
     return start_held(folder, [str(SCRIPT), scenario, str(folder / "count"), *args], held)
 
 
@@ -79,10 +79,11 @@ def runs_of(folder: Path) -> Counter:
     return Counter(json.loads(line)["call_id"] for line in lines)
 
 
-def resume_in_repl(folder: Path, scenario: str, strategy: str, answer: str) -> str:
-    """Open the thread in a new REPL process and choose "resume"; what it printed. (The strategy
-    is named: a first turn killed inside reflexion's attempt has not stored it yet.)"""
-    args = ["chat", "--thread", "T", "--strategy", strategy]
+def resume_in_repl(folder: Path, scenario: str, strategy: str, answer: str, *options: str) -> str:
+    """Open the thread in a new REPL process (with CLI `options`) and choose "resume"; what it
+    printed. (The strategy is named: a first turn killed inside reflexion's attempt has not stored
+    it yet.)"""
+    args = ["chat", "--thread", "T", "--strategy", strategy, *options]
     child = pexpect.spawn(
         sys.executable,
         [str(SCRIPT), scenario, str(folder / "count"), *args],
@@ -198,3 +199,34 @@ def test_on_an_async_engine_the_resumed_run_returns_the_recorded_result(
     messages = [json.loads(line) for line in resumed.stdout.decode().splitlines()]
     assert messages[-2:] == [["tool", "appended one"], ["ai", "all done"]]
     assert runs_of(isolated) == {"once-1": 1}
+
+
+def test_a_record_of_another_call_is_never_returned_for_this_one(isolated: Path):
+    # Resumed with approvals refused, append_line becomes the step's first recorded call: the slot
+    # whose record holds append_risky's result. It must get its own result, so it runs again
+    # (at-least-once in this one case: the step's calls changed between the runs).
+    held = ["once-1", "once-3"]
+    process = start_held_turn(isolated, "mismatch", "react", held, "--approve", "auto")
+    kill_held(process, isolated)
+
+    resume_in_repl(isolated, "mismatch", "react", "all done", "--approve", "never")
+
+    messages = thread_messages()
+    assert results_of(messages, "once-3") == ["appended second"]
+    assert results_of(messages, "once-1")[0].startswith("not run")
+    assert (isolated / "count").read_text().splitlines().count("second") == 2
+
+
+def test_a_recorded_call_shows_as_one_tool_card_and_no_node_of_its_own(isolated: Path):
+    args = ["chat", "--jsonl", "-t", "T", "-m", "append a line"]
+    turn = subprocess.run(
+        [sys.executable, str(SCRIPT), "one", str(isolated / "count"), *args],
+        capture_output=True,
+        timeout=90,
+        env={**os.environ, **ENV},
+    )
+
+    assert turn.returncode == 0, turn.stderr.decode()
+    events = [json.loads(line) for line in turn.stdout.decode().splitlines()]
+    assert [e["node"] for e in events if e["event"] == "node"] == ["agent", "tools", "agent"]
+    assert [e["event"] for e in events if e.get("id") == "once-1"] == ["tool_call", "tool_result"]

@@ -28,6 +28,8 @@ from langgraph.config import get_config
 from langgraph.func import task
 from langgraph.pregel._algo import task_path_str
 
+from graphs.shared.messages import RECORDED_TASK
+
 # Tests (and the Aegra kill test) set it to a directory: each time a recorded call has run and its
 # result is saved, the process appends {"pid", "call_id", "tool"} to `<dir>/ran.jsonl`, writes it to
 # `<dir>/<call id>.recorded`, and, while `<dir>/release` is a FIFO, waits until a writer opens it (or
@@ -88,7 +90,7 @@ def start_recorded(call: ToolCall, run: RunCall) -> Callable[[], tuple[ToolMessa
     return result
 
 
-@task
+@task(name=RECORDED_TASK)
 def recorded_tool_call(call: ToolCall, key: str) -> ToolMessage:
     """Run the call and save its result before returning it: LangGraph saves a task's result in
     the background, so a crash right after the call could lose it and the call would run again."""

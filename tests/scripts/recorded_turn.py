@@ -3,7 +3,8 @@ tests kill a turn after the tool's result was recorded (WAYPOINT_TEST_HOLD_AFTER
 
 Usage: recorded_turn.py SCENARIO COUNT_FILE CLI ARGS… — SCENARIO names the model's script (below);
 with RECORDED_TURN_RESUME set, the model gets only what the resumed turn still asks of it.
-`append_line` appends its text to COUNT_FILE (side effects); `count_lines` reads it (read-only).
+`append_line` appends its text to COUNT_FILE (side effects; `append_risky` too, after approval);
+`count_lines` reads it (read-only).
 """
 
 from __future__ import annotations
@@ -39,12 +40,23 @@ def count_lines() -> str:
     return f"{len(lines)} lines"
 
 
+@tool
+def append_risky(text: str) -> str:
+    """Append a line to the test's file, after approval (test helper with side effects)."""
+    return append_line.invoke({"text": text})
+
+
 append_line.metadata = {"side_effects": True}
+append_risky.metadata = {"side_effects": True, "risk": lambda args: "appends a line"}
 
 ONE = ai_calls(call("append_line", {"text": "one"}, "once-1"))
 PARALLEL = ai_calls(
     call("append_line", {"text": "first"}, "once-1"),
     call("count_lines", {}, "once-2"),
+    call("append_line", {"text": "second"}, "once-3"),
+)
+MISMATCH = ai_calls(
+    call("append_risky", {"text": "first"}, "once-1"),
     call("append_line", {"text": "second"}, "once-3"),
 )
 VERDICT = Verdict(success=True, reason="it was done")
@@ -54,6 +66,7 @@ SCRIPTS = {
     "parallel": ([PARALLEL], ["all done"]),
     "plan": ([Plan(steps=[PlanStep(tool="append_line", arguments={"text": "one"})])], ["done"]),
     "reflexion": ([ONE], ["all done", VERDICT]),
+    "mismatch": ([MISMATCH], ["all done"]),
 }
 
 
@@ -61,7 +74,7 @@ def scripted_context(settings, model=None, **options):  # type: ignore[no-untype
     killed, resumed = SCRIPTS[scenario]
     script = list(resumed if os.environ.get("RECORDED_TURN_RESUME") else [*killed, *resumed])
     context = real_make_context(settings, ScriptedChatModel(script=script), **options)
-    return dataclasses.replace(context, tools=[append_line, count_lines])
+    return dataclasses.replace(context, tools=[append_line, append_risky, count_lines])
 
 
 real_make_context = app.service.context.make_context
