@@ -8,8 +8,9 @@ import json
 import os
 import re
 import uuid
+import weakref
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,12 +45,13 @@ class _Started:
     """A recorded call in flight: how to run it, and whether it ran in this process."""
 
     run: RunCall
-    ran: list[bool] = field(default_factory=list)
+    ran: bool = False
 
 
 # Keyed by a random id passed as the task's input, so the input stays plain data (engines stream
-# and trace task inputs) while the task still reaches the node's tools and stream writer.
-_started: dict[str, _Started] = {}
+# and trace task inputs) while the task still reaches the node's tools and stream writer. Weak:
+# an entry lives as long as the node can still ask for its call's result.
+_started: weakref.WeakValueDictionary[str, _Started] = weakref.WeakValueDictionary()
 
 
 def recording() -> bool:
@@ -77,15 +79,12 @@ def start_recorded(call: ToolCall, run: RunCall) -> Callable[[], tuple[ToolMessa
     future = recorded_tool_call(call, key)
 
     def result() -> tuple[ToolMessage, bool]:
-        try:
-            message = future.result()
-        finally:
-            _started.pop(key, None)
+        message = future.result()
         if message.tool_call_id != call["id"]:
             # A record of another call: the node's calls changed since it was made (e.g. an
             # approval policy that differs on resume). Run this one; at-least-once here.
             return run(call), True
-        return message, bool(started.ran)
+        return message, started.ran
 
     return result
 
@@ -97,7 +96,7 @@ def recorded_tool_call(call: ToolCall, key: str) -> ToolMessage:
     started = _started[key]
     message = started.run(call)
     _save_return(message)
-    started.ran.append(True)
+    started.ran = True
     _hold_if_asked(call)
     return message
 
