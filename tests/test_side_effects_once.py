@@ -21,7 +21,7 @@ from app.service.context import make_context
 from app.service.session import ChatSession
 from app.store import open_checkpointer
 from graphs.shared.recorded import HOLD_AFTER_RECORD
-from tests.conftest import REPO
+from tests.conftest import REPO, run_cli
 from tests.fakes import ScriptedChatModel
 
 SCRIPT = REPO / "tests" / "scripts" / "recorded_turn.py"
@@ -230,3 +230,19 @@ def test_a_recorded_call_shows_as_one_tool_card_and_no_node_of_its_own(isolated:
     events = [json.loads(line) for line in turn.stdout.decode().splitlines()]
     assert [e["node"] for e in events if e["event"] == "node"] == ["agent", "tools", "agent"]
     assert [e["event"] for e in events if e.get("id") == "once-1"] == ["tool_call", "tool_result"]
+
+
+def test_a_replay_from_before_the_tools_step_runs_the_call_again(isolated: Path, database: str):
+    # A replay re-executes on purpose (after --yes): the recorded result is not returned there
+    assert (
+        run_cli("chat", "-t", "s", "-m", "write 'v1' to a.txt", "--approve", "auto").returncode == 0
+    )
+    written = isolated / "workspace" / "a.txt"
+    written.unlink()
+    every = json.loads(run_cli("history", "-t", "s", "--all", "--json").stdout)
+    before_tools = next(r for r in every if r["source"] == "loop" and r["step"] == 1)
+
+    replayed = run_cli("replay", "-t", "s", "-c", before_tools["checkpoint_id"], "--yes")
+
+    assert replayed.returncode == 0, replayed.stderr.decode()
+    assert written.read_text() == "v1"
