@@ -117,7 +117,8 @@ def results_of(messages: list, call_id: str) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    ("scenario", "strategy"), [("one", "react"), ("plan", "plan"), ("reflexion", "reflexion")]
+    ("scenario", "strategy"),
+    [("one", "react"), ("plan", "plan"), ("reflexion", "reflexion"), ("routed", "routed")],
 )
 def test_a_killed_turn_resumed_runs_its_side_effect_once(
     isolated: Path, database: str, scenario: str, strategy: str

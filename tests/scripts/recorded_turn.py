@@ -20,6 +20,7 @@ import app.service.context
 from app.__main__ import main
 from graphs.plan.state import Plan, PlanStep
 from graphs.reflexion.state import Verdict
+from graphs.routed.state import Route
 from tests.fakes import ScriptedChatModel, ai_calls, call
 
 scenario, count_file = sys.argv[1], Path(sys.argv[2])
@@ -67,6 +68,7 @@ SCRIPTS = {
     "plan": ([Plan(steps=[PlanStep(tool="append_line", arguments={"text": "one"})])], ["done"]),
     "reflexion": ([ONE], ["all done", VERDICT]),
     "mismatch": ([MISMATCH], ["all done"]),
+    "routed": ([Route(path="tools"), ONE], ["all done"]),
 }
 
 
