@@ -17,17 +17,15 @@ from typing import Any
 from langchain_core.messages import ToolCall, ToolMessage
 from langgraph._internal._constants import (
     CONFIG_KEY_CALL,
-    CONFIG_KEY_CHECKPOINT_MAP,
-    CONFIG_KEY_CHECKPOINT_NS,
     CONFIG_KEY_CHECKPOINTER,
     CONFIG_KEY_DURABILITY,
-    CONFIG_KEY_TASK_ID,
     NS_SEP,
     RETURN,
 )
 from langgraph.config import get_config
 from langgraph.func import task
 from langgraph.pregel._algo import task_path_str
+from langgraph.runtime import get_runtime
 
 from graphs.shared.messages import RECORDED_TASK
 
@@ -105,21 +103,16 @@ def _save_return(message: ToolMessage) -> None:
     """Write the task's result as LangGraph itself will (same task id, channel and index, so its
     own later write of it is a duplicate the savers ignore), but now, synchronously."""
     config = get_config()
-    configurable = config["configurable"]
+    task = get_runtime().execution_info
     # "<graph's namespace>|<node>:<id>|recorded_tool_call:<id>": the task's parent is the node, and
     # LangGraph files the task's writes under the graph's namespace, at its current checkpoint.
-    node_ns = configurable[CONFIG_KEY_CHECKPOINT_NS].rpartition(NS_SEP)[0]
-    graph_ns = node_ns.rpartition(NS_SEP)[0]
-    write_config = {
-        "configurable": {
-            **{k: v for k, v in configurable.items() if not k.startswith("__pregel_")},
-            CONFIG_KEY_CHECKPOINT_NS: graph_ns,
-            "checkpoint_id": configurable[CONFIG_KEY_CHECKPOINT_MAP][graph_ns],
-        }
-    }
+    graph_ns = task.checkpoint_ns.rpartition(NS_SEP)[0].rpartition(NS_SEP)[0]
+    configurable = config["configurable"]
+    where = {k: v for k, v in configurable.items() if not k.startswith("__pregel_")}
+    where |= {"checkpoint_ns": graph_ns, "checkpoint_id": task.checkpoint_id}
     path = task_path_str(config.get("metadata", {}).get("langgraph_path", ""))
     saver = configurable[CONFIG_KEY_CHECKPOINTER]
-    saver.put_writes(write_config, [(RETURN, message)], configurable[CONFIG_KEY_TASK_ID], path)
+    saver.put_writes({"configurable": where}, [(RETURN, message)], task.task_id, path)
 
 
 def _hold_if_asked(call: ToolCall) -> None:
