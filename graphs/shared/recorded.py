@@ -103,16 +103,16 @@ def _save_return(message: ToolMessage) -> None:
     """Write the task's result as LangGraph itself will (same task id, channel and index, so its
     own later write of it is a duplicate the savers ignore), but now, synchronously."""
     config = get_config()
-    task = get_runtime().execution_info
+    this = get_runtime().execution_info  # this task's id, namespace and checkpoint
     # "<graph's namespace>|<node>:<id>|recorded_tool_call:<id>": the task's parent is the node, and
     # LangGraph files the task's writes under the graph's namespace, at its current checkpoint.
-    graph_ns = task.checkpoint_ns.rpartition(NS_SEP)[0].rpartition(NS_SEP)[0]
+    graph_ns = this.checkpoint_ns.rpartition(NS_SEP)[0].rpartition(NS_SEP)[0]
     configurable = config["configurable"]
     where = {k: v for k, v in configurable.items() if not k.startswith("__pregel_")}
-    where |= {"checkpoint_ns": graph_ns, "checkpoint_id": task.checkpoint_id}
+    where |= {"checkpoint_ns": graph_ns, "checkpoint_id": this.checkpoint_id}
     path = task_path_str(config.get("metadata", {}).get("langgraph_path", ""))
     saver = configurable[CONFIG_KEY_CHECKPOINTER]
-    saver.put_writes({"configurable": where}, [(RETURN, message)], task.task_id, path)
+    saver.put_writes({"configurable": where}, [(RETURN, message)], this.task_id, path)
 
 
 def _hold_if_asked(call: ToolCall) -> None:
