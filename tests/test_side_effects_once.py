@@ -1,6 +1,6 @@
 """A tool call with side effects runs once although the process running its turn is killed after
-the call returned and before its step finished: the resumed turn gets the recorded result. On
-SQLite and on PostgreSQL, for every strategy's tool execution (graphs/shared/recorded.py)."""
+the call returned and before its step finished: the resumed turn gets the recorded result
+(graphs/shared/recorded.py). Where the saver matters, on SQLite and PostgreSQL, sync and async."""
 
 from __future__ import annotations
 
@@ -116,30 +116,36 @@ def results_of(messages: list, call_id: str) -> list[str]:
     ]
 
 
-@pytest.mark.parametrize(
-    ("scenario", "strategy"),
-    [("one", "react"), ("plan", "plan"), ("reflexion", "reflexion"), ("routed", "routed")],
-)
-def test_a_killed_turn_resumed_runs_its_side_effect_once(
-    isolated: Path, database: str, scenario: str, strategy: str
-):
-    plan_call = "call_plan_t1_s1_r0"  # the plan executor's own id for step 1
-    call_id = plan_call if strategy == "plan" else "once-1"
-    process = start_held_turn(isolated, scenario, strategy, [call_id])
-    kill_held(process, isolated)
-    assert (isolated / "count").read_text() == "one\n"
+def killed_and_resumed(folder: Path, scenario: str, strategy: str) -> None:
+    """Kill the turn after its call was recorded, resume it in a new process: the call ran once
+    and the turn ends with the recorded result."""
+    call_id = "call_plan_t1_s1_r0" if strategy == "plan" else "once-1"  # plan's own id for step 1
+    process = start_held_turn(folder, scenario, strategy, [call_id])
+    kill_held(process, folder)
+    assert (folder / "count").read_text() == "one\n"
 
     answer = "done" if strategy == "plan" else "all done"
-    resume_in_repl(isolated, scenario, strategy, answer)
+    resume_in_repl(folder, scenario, strategy, answer)
 
-    assert (isolated / "count").read_text() == "one\n"
+    assert (folder / "count").read_text() == "one\n"
     messages = thread_messages()
     assert results_of(messages, call_id) == ["appended one"]
-    assert runs_of(isolated) == {call_id: 1}
+    assert runs_of(folder) == {call_id: 1}
     assert isinstance(messages[-1], AIMessage) and messages[-1].content == answer
 
 
-def test_parallel_calls_each_get_their_own_recorded_result(isolated: Path, database: str):
+def test_a_killed_turn_resumed_runs_its_side_effect_once(isolated: Path, database: str):
+    killed_and_resumed(isolated, "one", "react")
+
+
+@pytest.mark.parametrize("strategy", ["plan", "reflexion", "routed"])
+def test_every_strategy_runs_a_side_effect_once_across_a_kill(isolated: Path, strategy: str):
+    # plan's executor runs the call itself; reflexion's attempt and routed's tool loop run react's
+    # loop as a subgraph, whose own checkpoint the resumed node continues from
+    killed_and_resumed(isolated, strategy, strategy)
+
+
+def test_parallel_calls_each_get_their_own_recorded_result(isolated: Path):
     process = start_held_turn(isolated, "parallel", "react", ["once-1", "once-3"])
     kill_held(process, isolated)
 
@@ -233,7 +239,7 @@ def test_a_recorded_call_shows_as_one_tool_card_and_no_node_of_its_own(isolated:
     assert [e["event"] for e in events if e.get("id") == "once-1"] == ["tool_call", "tool_result"]
 
 
-def test_a_replay_from_before_the_tools_step_runs_the_call_again(isolated: Path, database: str):
+def test_a_replay_from_before_the_tools_step_runs_the_call_again(isolated: Path):
     # A replay re-executes on purpose (after --yes): the recorded result is not returned there
     assert (
         run_cli("chat", "-t", "s", "-m", "write 'v1' to a.txt", "--approve", "auto").returncode == 0
