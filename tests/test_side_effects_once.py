@@ -52,10 +52,15 @@ def start_held(folder: Path, command: list[str], held: list[str]) -> subprocess.
     )
     markers = [hold / f"{call_id}.recorded" for call_id in held]
     deadline = time.monotonic() + 90
-    while not all(m.exists() for m in markers):
-        assert process.poll() is None, process.stderr.read().decode()
-        assert time.monotonic() < deadline, "the tool's result was never recorded"
-        time.sleep(0.05)
+    try:
+        while not all(m.exists() for m in markers):
+            assert process.poll() is None, process.communicate()[1].decode()
+            assert time.monotonic() < deadline, "the tool's result was never recorded"
+            time.sleep(0.05)
+    except BaseException:
+        process.kill()
+        process.communicate()
+        raise
     assert {json.loads(m.read_text())["pid"] for m in markers} == {process.pid}
     return process
 
@@ -64,7 +69,7 @@ def kill_held(process: subprocess.Popen, folder: Path) -> None:
     """SIGKILL the held process; with the FIFO gone, a process that ran a call again would log it
     in ran.jsonl and go on instead of waiting."""
     process.kill()
-    process.wait(timeout=30)
+    process.communicate(timeout=30)
     (folder / "hold" / "release").unlink()
 
 
@@ -81,8 +86,8 @@ def runs_of(folder: Path) -> Counter:
 
 def resume_in_repl(folder: Path, scenario: str, strategy: str, answer: str, *options: str) -> str:
     """Open the thread in a new REPL process (with CLI `options`) and choose "resume"; what it
-    printed. (The strategy is named: a first turn killed inside reflexion's attempt has not stored
-    it yet.)"""
+    printed from then to the answer. (The strategy is named: a first turn killed inside
+    reflexion's attempt has not stored it yet.)"""
     args = ["chat", "--thread", "T", "--strategy", strategy, *options]
     child = pexpect.spawn(
         sys.executable,
@@ -93,14 +98,13 @@ def resume_in_repl(folder: Path, scenario: str, strategy: str, answer: str, *opt
         dimensions=(50, 160),
     )
     child.expect("esume it or")
-    shown = child.before
     child.sendline("r")
     child.expect(answer)
-    shown += child.before
+    shown = child.before
     child.expect("T>")
     child.sendline("/exit")
     child.expect(pexpect.EOF)
-    return shown + child.before
+    return shown
 
 
 def thread_messages() -> list:
@@ -125,7 +129,9 @@ def killed_and_resumed(folder: Path, scenario: str, strategy: str) -> None:
     assert (folder / "count").read_text() == "one\n"
 
     answer = "done" if strategy == "plan" else "all done"
-    resume_in_repl(folder, scenario, strategy, answer)
+    shown = resume_in_repl(folder, scenario, strategy, answer)
+
+    assert "appended one" in shown  # its card, shown again from the record
 
     assert (folder / "count").read_text() == "one\n"
     messages = thread_messages()

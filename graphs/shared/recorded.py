@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 import uuid
 import weakref
 from collections.abc import Callable, Iterable
@@ -36,6 +37,8 @@ from graphs.shared.messages import RECORDED_TASK
 HOLD_AFTER_RECORD = "WAYPOINT_TEST_HOLD_AFTER_RECORD"
 
 RunCall = Callable[[ToolCall], ToolMessage]
+# How long a recorded call waits for the checkpoint its record is filed under (durability "async")
+CHECKPOINT_WAIT_SECONDS = 30.0
 
 
 @dataclass
@@ -113,6 +116,19 @@ def _save_return(message: ToolMessage) -> None:
     path = task_path_str(config.get("metadata", {}).get("langgraph_path", ""))
     saver = configurable[CONFIG_KEY_CHECKPOINTER]
     saver.put_writes({"configurable": where}, [(RETURN, message)], this.task_id, path)
+    if configurable.get(CONFIG_KEY_DURABILITY) != "sync":
+        _wait_until_saved(saver, {"configurable": where})
+
+
+def _wait_until_saved(saver: Any, checkpoint: dict) -> None:
+    """Durability "async" (LangGraph's default, the engines' too) saves the checkpoint a step runs
+    from while the step runs: a record filed under it is found only once it is there, so the node
+    goes on only then. (Were the process to die first, the step would run from a new checkpoint.)"""
+    deadline = time.monotonic() + CHECKPOINT_WAIT_SECONDS
+    pause = 0.002
+    while saver.get_tuple(checkpoint) is None and time.monotonic() < deadline:
+        time.sleep(pause)  # the write is in flight in this process; nothing to wait on but it
+        pause = min(pause * 2, 0.1)
 
 
 def _hold_if_asked(call: ToolCall) -> None:

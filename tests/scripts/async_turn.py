@@ -1,5 +1,6 @@
 """A react turn run the way LangGraph servers and Aegra run graphs: `astream` with an async saver
-(AsyncSqliteSaver, or AsyncPostgresSaver for a postgresql:// DB), durability "async" (their default).
+(AsyncSqliteSaver, or AsyncPostgresSaver for a postgresql:// DB), durability "async" (their default),
+with checkpoint saves that lag behind the run, as on a busy database.
 
 Usage: async_turn.py DB COUNT_FILE run|resume — `run` starts the turn, whose `append_line` call
 appends to COUNT_FILE (side effects); `resume` continues the thread (input None), as an engine does
@@ -22,6 +23,7 @@ from graphs.state import AgentContext
 from tests.fakes import ScriptedChatModel, ai_calls, call
 
 db, count_file, mode = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
+CHECKPOINT_LAG = 0.3  # seconds
 
 
 @tool
@@ -37,12 +39,20 @@ append_line.metadata = {"side_effects": True}
 
 def async_saver() -> contextlib.AbstractAsyncContextManager:
     if db.startswith("postgresql://"):
-        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver as Saver
+    else:
+        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver as Saver
 
-        return AsyncPostgresSaver.from_conn_string(db)
-    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+    class LaggingSaver(Saver):
+        """A database whose checkpoint writes lag behind the run: in durability "async" the step
+        after a checkpoint then starts (and its tools run) before that checkpoint is saved."""
 
-    return AsyncSqliteSaver.from_conn_string(db)
+        async def aput(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            if mode == "run":
+                await asyncio.sleep(CHECKPOINT_LAG)
+            return await super().aput(*args, **kwargs)
+
+    return LaggingSaver.from_conn_string(db)
 
 
 async def main() -> None:
