@@ -2,7 +2,8 @@
 write_file call (recorded) and with one calculator call (read-only), recording on and off in alternate
 turns, on Waypoint's SQLite saver, or on a throwaway PostgreSQL with `pg`.
 
-Usage: python tests/scripts/time_recorded_calls.py [pg] [TURNS]
+Usage: python tests/scripts/time_recorded_calls.py [pg] [async] [TURNS] — `async`: durability
+"async" (the engines' default) instead of Waypoint's "sync".
 """
 
 from __future__ import annotations
@@ -30,19 +31,20 @@ CALLS = {
 }
 
 
-def one_turn(graph, tools, thread: str, turn: int, name: str) -> float:  # type: ignore[no-untyped-def]
+def one_turn(graph, tools, thread: str, turn: int, name: str, durability: str) -> float:  # type: ignore[no-untyped-def]
     model = ScriptedChatModel(script=[ai_calls(call(name, CALLS[name], f"c{turn}")), "ok"])
     context = AgentContext(model=model, tools=tools, system_prompt="x", approval="auto")
     started = time.perf_counter()
     turn_input = {"messages": [HumanMessage("go", id=f"h{turn}")], "turn": turn}
     config = {"configurable": {"thread_id": thread}}
-    for _ in graph.stream(turn_input, config, context=context, durability="sync"):
+    for _ in graph.stream(turn_input, config, context=context, durability=durability):
         pass
     return time.perf_counter() - started
 
 
 def main() -> None:
     on_postgres = "pg" in sys.argv[1:]
+    durability = "async" if "async" in sys.argv[1:] else "sync"
     turns = int(next((a for a in sys.argv[1:] if a.isdigit()), "200"))
     root = Path(tempfile.mkdtemp())
     tools = default_tools(root / "workspace")
@@ -60,7 +62,9 @@ def main() -> None:
             for turn in range(1, turns + 1):
                 for mode in times:
                     tool_calls.recording = recording if mode == "on" else (lambda: False)
-                    times[mode].append(one_turn(graph, tools, f"{name}-{mode}", turn, name))
+                    times[mode].append(
+                        one_turn(graph, tools, f"{name}-{mode}", turn, name, durability)
+                    )
             on, off = times["on"][WARM_UP:], times["off"][WARM_UP:]
             paired = statistics.median(a - b for a, b in zip(on, off, strict=True))
             print(
