@@ -190,13 +190,16 @@ def test_a_new_turn_after_the_kill_answers_the_call_with_its_recorded_result(
     assert runs_of(isolated) == {"once-1": 1}
 
 
-@pytest.mark.parametrize("saver", ["sqlite", "postgres"])
+@pytest.mark.parametrize(
+    ("saver", "strategy"), [("sqlite", "react"), ("postgres", "react"), ("sqlite", "reflexion")]
+)
 def test_on_an_async_engine_the_resumed_run_returns_the_recorded_result(
-    isolated: Path, request: pytest.FixtureRequest, saver: str
+    isolated: Path, request: pytest.FixtureRequest, saver: str, strategy: str
 ):
-    # LangGraph's server and Aegra run graphs with astream, an async saver and durability "async"
+    # LangGraph's server and Aegra run graphs with astream, an async saver and durability "async";
+    # the script's saver is slow to save checkpoints, so steps run ahead of their checkpoints
     db = request.getfixturevalue("pg_url") if saver == "postgres" else str(isolated / "a.sqlite")
-    turn = [str(ASYNC_SCRIPT), db, str(isolated / "count")]
+    turn = [str(ASYNC_SCRIPT), db, str(isolated / "count"), strategy]
     process = start_held(isolated, [*turn, "run"], ["once-1"])
     kill_held(process, isolated)
 
@@ -210,7 +213,7 @@ def test_on_an_async_engine_the_resumed_run_returns_the_recorded_result(
     assert resumed.returncode == 0, resumed.stderr.decode()
     assert (isolated / "count").read_text() == "one\n"
     messages = [json.loads(line) for line in resumed.stdout.decode().splitlines()]
-    assert messages[-2:] == [["tool", "appended one"], ["ai", "all done"]]
+    assert ["tool", "appended one"] in messages and messages[-1] == ["ai", "all done"]
     assert runs_of(isolated) == {"once-1": 1}
 
 

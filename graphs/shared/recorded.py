@@ -18,6 +18,7 @@ from typing import Any
 from langchain_core.messages import ToolCall, ToolMessage
 from langgraph._internal._constants import (
     CONFIG_KEY_CALL,
+    CONFIG_KEY_CHECKPOINT_MAP,
     CONFIG_KEY_CHECKPOINTER,
     CONFIG_KEY_DURABILITY,
     NS_SEP,
@@ -109,15 +110,20 @@ def _save_return(message: ToolMessage) -> None:
     this = get_runtime().execution_info  # this task's id, namespace and checkpoint
     # "<graph's namespace>|<node>:<id>|recorded_tool_call:<id>": the task's parent is the node, and
     # LangGraph files the task's writes under the graph's namespace, at its current checkpoint.
-    graph_ns = this.checkpoint_ns.rpartition(NS_SEP)[0].rpartition(NS_SEP)[0]
+    node_ns = this.checkpoint_ns.rpartition(NS_SEP)[0]
     configurable = config["configurable"]
-    where = {k: v for k, v in configurable.items() if not k.startswith("__pregel_")}
-    where |= {"checkpoint_ns": graph_ns, "checkpoint_id": this.checkpoint_id}
+    thread = {k: v for k, v in configurable.items() if not k.startswith("__pregel_")}
+    where = thread | {"checkpoint_ns": node_ns.rpartition(NS_SEP)[0]}
+    where["checkpoint_id"] = this.checkpoint_id
     path = task_path_str(config.get("metadata", {}).get("langgraph_path", ""))
     saver = configurable[CONFIG_KEY_CHECKPOINTER]
     saver.put_writes({"configurable": where}, [(RETURN, message)], this.task_id, path)
     if configurable.get(CONFIG_KEY_DURABILITY) != "sync":
-        _wait_until_saved(saver, {"configurable": where})
+        # this graph's checkpoint and, for a subgraph, those of the graphs around it
+        running = configurable.get(CONFIG_KEY_CHECKPOINT_MAP, {}).items()
+        for ns, checkpoint_id in [(ns, cid) for ns, cid in running if ns != node_ns]:
+            place = thread | {"checkpoint_ns": ns, "checkpoint_id": checkpoint_id}
+            _wait_until_saved(saver, {"configurable": place})
 
 
 def _wait_until_saved(saver: Any, checkpoint: dict) -> None:

@@ -2,9 +2,10 @@
 (AsyncSqliteSaver, or AsyncPostgresSaver for a postgresql:// DB), durability "async" (their default),
 with checkpoint saves that lag behind the run, as on a busy database.
 
-Usage: async_turn.py DB COUNT_FILE run|resume — `run` starts the turn, whose `append_line` call
-appends to COUNT_FILE (side effects); `resume` continues the thread (input None), as an engine does
-with a run whose worker died. Prints the thread's messages as JSON, one [type, content] a line.
+Usage: async_turn.py DB COUNT_FILE STRATEGY run|resume — `run` starts a turn of STRATEGY (react or
+reflexion), whose `append_line` call appends to COUNT_FILE (side effects); `resume` continues the
+thread (input None), as an engine does with a run whose worker died. Prints the thread's messages as
+JSON, one [type, content] a line.
 """
 
 from __future__ import annotations
@@ -18,11 +19,12 @@ from pathlib import Path
 from langchain_core.messages import HumanMessage
 from langchain_core.tools import tool
 
-from graphs.react.graph import build_graph
+from graphs.reflexion.state import Verdict
 from graphs.state import AgentContext
+from graphs.strategies import get_strategy, strategy_turn_input
 from tests.fakes import ScriptedChatModel, ai_calls, call
 
-db, count_file, mode = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
+db, count_file, strategy, mode = sys.argv[1], Path(sys.argv[2]), sys.argv[3], sys.argv[4]
 CHECKPOINT_LAG = 0.3  # seconds
 
 
@@ -59,14 +61,16 @@ async def main() -> None:
     async with async_saver() as saver:
         if hasattr(saver, "setup"):
             await saver.setup()
-        graph = build_graph(saver)
+        graph = get_strategy(strategy).build(saver)
         first = (
             [] if mode == "resume" else [ai_calls(call("append_line", {"text": "one"}, "once-1"))]
         )
-        model = ScriptedChatModel(script=[*first, "all done"])
+        verdict = [Verdict(success=True, reason="done")] if strategy == "reflexion" else []
+        model = ScriptedChatModel(script=[*first, "all done", *verdict])
         context = AgentContext(model=model, tools=[append_line], system_prompt="You are Waypoint.")
         config = {"configurable": {"thread_id": "T"}}
-        turn = {"messages": [HumanMessage("append a line", id="human-1")], "turn": 1}
+        message = HumanMessage("append a line", id="human-1")
+        turn = strategy_turn_input(get_strategy(strategy), message, 1)
         async for _ in graph.astream(None if mode == "resume" else turn, config, context=context):
             pass
         state = await graph.aget_state(config)
