@@ -14,15 +14,21 @@ from pathlib import Path
 
 import pexpect
 import pytest
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
 
 from app.config import load_settings
 from app.service.context import make_context
 from app.service.session import ChatSession
 from app.store import open_checkpointer
+from graphs.react.graph import build_graph
+from graphs.shared.messages import RECORDED_TASK
 from graphs.shared.recorded import HOLD_AFTER_RECORD
+from graphs.shared.tool_calls import run_tool_calls
+from graphs.state import AgentContext, turn_input
 from tests.conftest import REPO, run_cli
-from tests.fakes import ScriptedChatModel
+from tests.fakes import ScriptedChatModel, ai_calls, call
 
 SCRIPT = REPO / "tests" / "scripts" / "recorded_turn.py"
 ASYNC_SCRIPT = REPO / "tests" / "scripts" / "async_turn.py"
@@ -262,3 +268,40 @@ def test_a_replay_from_before_the_tools_step_runs_the_call_again(isolated: Path)
 
     assert replayed.returncode == 0, replayed.stderr.decode()
     assert written.read_text() == "v1"
+
+
+# --- where nothing is recorded --------------------------------------------------------------------
+
+
+def appender(ran: list[str]):  # type: ignore[no-untyped-def]
+    def append_line(text: str) -> str:
+        ran.append(text)
+        return f"appended {text}"
+
+    made = tool(append_line, description="Append a line (test helper with side effects).")
+    made.metadata = {"side_effects": True}
+    return made
+
+
+def test_outside_a_graph_run_a_side_effecting_call_just_runs():
+    ran: list[str] = []
+    request = ai_calls(call("append_line", {"text": "x"}, "c1"))
+
+    [result] = run_tool_calls(request, {"append_line": appender(ran)}, lambda event: None, 1000)
+
+    assert (ran, result.content) == (["x"], "appended x")
+
+
+@pytest.mark.parametrize(("durability", "recorded"), [("sync", True), ("exit", False)])
+def test_a_run_that_saves_nothing_until_it_ends_records_nothing(durability: str, recorded: bool):
+    ran: list[str] = []
+    model = ScriptedChatModel(script=[ai_calls(call("append_line", {"text": "x"}, "c1")), "ok"])
+    context = AgentContext(model=model, tools=[appender(ran)], system_prompt="x")
+    graph = build_graph(InMemorySaver())
+    turn = turn_input(HumanMessage("go", id="h1"), 1)
+    config = {"configurable": {"thread_id": "t"}}
+
+    updates = list(graph.stream(turn, config, context=context, durability=durability))
+
+    assert ran == ["x"]
+    assert any(RECORDED_TASK in update for update in updates) is recorded
