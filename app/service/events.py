@@ -13,6 +13,7 @@ from typing import Any, ClassVar, Literal, Protocol, get_args
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 
 from app.models.react.model import UNPARSED  # a ReAct reply taken as the answer without parsing
+from graphs.shared.messages import RECORDED_TASK
 
 
 @dataclass(frozen=True)
@@ -212,7 +213,11 @@ def from_stream(mode: str, payload: Any, namespace: tuple[str, ...] = ()) -> lis
     if mode == "custom":
         return [_custom(payload)] if isinstance(payload, dict) else []
     if mode == "updates":  # a node that wrote nothing has nothing to show
-        return [NodeUpdate(node, update, namespace) for node, update in payload.items() if update]
+        return [
+            NodeUpdate(node, update, namespace)
+            for node, update in payload.items()
+            if update and node != RECORDED_TASK  # shown by the node that ran it, as a tool card
+        ]
     if mode == "values":
         return [StateValues(payload, namespace)] if isinstance(payload, dict) else []
     if mode in GRAPH_MODES:

@@ -6,7 +6,7 @@ saw of the answer is kept. The turn's metadata goes with the close, so history f
 
 from __future__ import annotations
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StateSnapshot
 
@@ -14,6 +14,7 @@ from app.service.events import EventSink, Notice
 from app.service.threads import load_state, thread_config
 from app.text import plural
 from graphs.shared.messages import cancelled_results, dangling_tool_calls, new_message_id
+from graphs.shared.recorded import recorded_results
 from graphs.state import turn_resets
 
 TURN_KEYS = ("turn", "preview")
@@ -46,14 +47,27 @@ def repair_interrupted(
     dangling = dangling_tool_calls(state.values.get("messages", []))
     if not state.next and not dangling:
         return state
-    close(graph, thread_id, cancelled_results(dangling, "the previous run was interrupted"))
-    sink.emit(
-        Notice(
-            f"the previous turn of {thread_id} was interrupted; "
-            f"{plural(len(dangling), 'unfinished tool call')} closed as cancelled"
-        )
-    )
+    recorded = _recorded(graph, thread_id, dangling)
+    close(graph, thread_id, _closing(dangling, recorded, "the previous run was interrupted"))
+    cancelled = len(dangling) - len(recorded)
+    said = [f"{plural(cancelled, 'unfinished tool call')} closed as cancelled"]
+    said = said if cancelled or not recorded else []
+    if recorded:
+        said.append(f"{plural(len(recorded), 'finished tool call')} kept with its recorded result")
+    sink.emit(Notice(f"the previous turn of {thread_id} was interrupted; " + ", ".join(said)))
     return load_state(graph, thread_id)
+
+
+def _recorded(graph: CompiledStateGraph, thread_id: str, calls: list) -> dict[str, ToolMessage]:
+    """The results calls with side effects among `calls` recorded before the run stopped: they
+    ran, so they are answered with what they returned (graphs/shared/recorded.py)."""
+    saved = graph.checkpointer.get_tuple(thread_config(thread_id)) if calls else None
+    recorded = recorded_results(saved.pending_writes if saved is not None else None)
+    return {c["id"]: recorded[c["id"]] for c in calls if c["id"] in recorded}
+
+
+def _closing(calls: list, recorded: dict[str, ToolMessage], reason: str) -> list[ToolMessage]:
+    return [recorded.get(c["id"]) or cancelled_results([c], reason)[0] for c in calls]
 
 
 def close_interrupted(graph: CompiledStateGraph, thread_id: str, partial: str) -> None:
@@ -61,9 +75,11 @@ def close_interrupted(graph: CompiledStateGraph, thread_id: str, partial: str) -
     # get_state shows what the stopped step finished (its pending writes); update_state does
     # not apply them, so those messages are written again with the close.
     messages = graph.get_state(thread_config(thread_id)).values.get("messages", [])
+    dangling = dangling_tool_calls(messages)
+    recorded = _recorded(graph, thread_id, dangling)
     closing = [
         *_finished_but_uncommitted(graph, thread_id),
-        *cancelled_results(dangling_tool_calls(messages), "interrupted by the user"),
+        *_closing(dangling, recorded, "interrupted by the user"),
     ]
     if partial.strip():
         closing.append(AIMessage(content=f"{partial} […interrupted]", id=new_message_id("ai")))

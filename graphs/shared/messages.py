@@ -8,6 +8,10 @@ from collections.abc import Sequence
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolCall, ToolMessage
 
+# The LangGraph task a tool call with side effects runs as (graphs/shared/recorded.py): its result
+# also shows in a run's `updates` stream under this name. Here, so front ends can skip it cheaply.
+RECORDED_TASK = "recorded_tool_call"
+
 
 def new_message_id(prefix: str) -> str:
     """Messages get ids when they are created, so DeltaChannel replays rebuild identical lists."""

@@ -13,6 +13,8 @@ from langchain_core.tools import BaseTool
 from pydantic import ValidationError
 
 from graphs.shared.messages import new_message_id
+from graphs.shared.recorded import recording, start_recorded
+from tools import side_effect_names
 from tools.errors import ToolError
 
 StreamWriter = Callable[[dict[str, Any]], None]
@@ -34,21 +36,23 @@ def run_tool_calls(
     writer: StreamWriter,
     max_result_chars: int,
 ) -> list[ToolMessage]:
-    """Answer every call of the message, valid or not, in the order the model made them."""
+    """Answer every call of the message, valid or not, in the order the model made them. In a
+    graph run with a checkpointer, the calls of tools with side effects run once: their results
+    are recorded, and a node re-executed after a crash returns them (graphs/shared/recorded.py)."""
     invalid = [_answer_invalid_call(c, tools_by_name) for c in request.invalid_tool_calls]
     calls = request.tool_calls
-    if len(calls) <= 1:
-        results = [_run_one(c, tools_by_name, writer, max_result_chars) for c in calls]
-    else:
-        # Each worker runs in a copy of this context: the stream writer needs the run's config.
-        with ThreadPoolExecutor(max_workers=min(8, len(calls))) as pool:
-            futures = [
-                pool.submit(
-                    copy_context().run, _run_one, c, tools_by_name, writer, max_result_chars
-                )
-                for c in calls
-            ]
-            results = [f.result() for f in futures]
+
+    def run(call: ToolCall) -> ToolMessage:
+        return _run_one(call, tools_by_name, writer, max_result_chars)
+
+    once = side_effect_names(tools_by_name.values()) if recording() else frozenset()
+    # Started first, in the model's order, from this thread: see start_recorded.
+    recorded = {i: start_recorded(c, run) for i, c in enumerate(calls) if c["name"] in once}
+    direct = _run_concurrently([c for i, c in enumerate(calls) if i not in recorded], run)
+    results = [
+        _joined(recorded[i], call, writer) if i in recorded else direct.pop(0)
+        for i, call in enumerate(calls)
+    ]
     for message in invalid:
         writer(
             {
@@ -61,6 +65,32 @@ def run_tool_calls(
             }
         )
     return results + invalid
+
+
+def _run_concurrently(calls: list[ToolCall], run: Callable[[ToolCall], ToolMessage]) -> list:
+    if len(calls) <= 1:
+        return [run(c) for c in calls]
+    # Each worker runs in a copy of this context: the stream writer needs the run's config.
+    with ThreadPoolExecutor(max_workers=min(8, len(calls))) as pool:
+        futures = [pool.submit(copy_context().run, run, c) for c in calls]
+        return [f.result() for f in futures]
+
+
+def _joined(
+    result: Callable[[], tuple[ToolMessage, bool]], call: ToolCall, writer: StreamWriter
+) -> ToolMessage:
+    """A recorded call's result; one recorded by an earlier execution of the node is shown again
+    (marked `recorded`), since the call does not run to show it."""
+    message, ran = result()
+    if not ran:
+        said = message.additional_kwargs.get(USER_MESSAGE)
+        shown = {"id": call["id"], "name": call["name"], "recorded": True}
+        writer({"type": "tool_call", **shown, "args": call["args"]})
+        writer(
+            {"type": "tool_result", **shown, "status": message.status, "content": message.content}
+            | {"duration_ms": 0, "user_message": said}
+        )
+    return message
 
 
 def _run_one(
