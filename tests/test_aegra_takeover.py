@@ -151,12 +151,6 @@ def wait_for(condition, what: str, seconds: float = 60) -> None:  # type: ignore
         time.sleep(0.02)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=SideEffectRepeatedError,
-    reason="issue 29 item 3 (engineer once): a node re-executed after a crash runs its tool calls "
-    "again; nothing records a side effect's result durably yet",
-)
 def test_a_killed_instances_turn_is_taken_over_and_its_side_effect_runs_once(takeover: Takeover):
     takeover.model.add(
         tool_calls(
