@@ -85,7 +85,9 @@ def fork_reason(rows: Sequence[Row], step: Step) -> str | None:
     fork it, or None. A checkpoint newer than the step's own was written by another run; a
     checkpoint this run wrote whose parent is not the one written just before it started from a
     head another run had already moved."""
-    if rows and rows[0].id > step.checkpoint_id:
+    if not rows:  # nothing stored yet (an engine that saves checkpoints behind the run)
+        return None
+    if rows[0].id > step.checkpoint_id:
         return f"checkpoint {rows[0].id} was written after {step.checkpoint_id}"
     links = list(zip(rows, [*rows[1:], None], strict=True))
     if len(rows) == NEWEST:  # the oldest row read: the one written before it is unknown
