@@ -142,6 +142,8 @@ def _skipped(intent: Intent, walk: Any, zh: bool) -> str:
         )
     if intent.kind == "write":
         return "没有可以写入的内容。" if zh else "There was nothing to write to the file."
+    if intent.kind == "unreadable":
+        return unreadable(intent.args["expression"], zh)
     if intent.kind == "calculate" and "then" in intent.args:  # after a calculation that failed
         step = intent.args.get("then", "")
         return (
@@ -151,6 +153,22 @@ def _skipped(intent: Intent, walk: Any, zh: bool) -> str:
         )
     return (
         f"工具不可用：{intent.kind}" if zh else f"That tool is not available here ({intent.kind})."
+    )
+
+
+def unreadable(expression: str, zh: bool) -> str:
+    """Math the calculator cannot take whole: none of it is computed, and the forms it takes are shown."""
+    if zh:
+        return (
+            f"我无法把“{expression}”完整地读成一个算式，所以一部分也没有计算。计算器支持：数字、"
+            "+ - * / ** 和 n!、括号，以及 sqrt(x)、log(x, 底数)、max(a, b) 等函数；也可以用文字，"
+            "如“16 的平方根”“17 的阶乘”“2 的 10 次方”。单位（如 km、kg）不支持。"
+        )
+    return (
+        f"I can't read '{expression}' as one whole calculation, so I computed none of it. The "
+        "calculator takes numbers, + - * / ** and n!, parentheses, and functions such as sqrt(x), "
+        "log(x, base) or max(a, b); in words, 'the square root of 16', '17 factorial' or '2 to "
+        "the power of 10'. It does not take units such as km or kg."
     )
 
 

@@ -143,6 +143,7 @@ TOOL_FOR_INTENT = {
     "weather": "get_weather",
     "compare": "calculator",
     "calculate": "calculator",
+    "unreadable": "calculator",
     "list": "list_files",
     "read": "read_file",
     "write": "write_file",
@@ -165,7 +166,11 @@ def tool_args(intent: Intent, walk: Walk) -> list[dict] | None:
         return [{"query": args["query"]}]
     if kind == "calculate" and "then" in args:  # on the result of the calculation before it
         done = walk.successful("calculator")
-        return [{"expression": f"{done[-1][1]} {args['then']}"}] if done else None
+        if not done:
+            return None
+        previous = done[-1][1]  # a negative result in parentheses: "-7" then "** 2" is (-7) ** 2
+        previous = f"({previous})" if previous.startswith("-") else previous
+        return [{"expression": f"{previous} {args['then']}"}]
     if kind == "calculate":
         return [{"expression": args["expression"]}]
     if kind == "read":
