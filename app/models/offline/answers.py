@@ -14,7 +14,7 @@ from tools.sandbox import read_result
 from tools.weather import cities as weather_cities
 
 UNIT = {"celsius": "°C", "fahrenheit": "°F"}
-COLDER = re.compile(r"colder|cooler|chillier|更冷|较冷|哪个冷")
+COLDER = re.compile(r"cold(?:er|est)|cool(?:er|est)|chill(?:ier|iest)|更冷|较冷|哪个冷|最冷")
 # The tools report in English; a Chinese answer translates the few words they use.
 CONDITION_ZH = {
     "clear": "晴",
@@ -141,7 +141,7 @@ def _skipped(intent: Intent, walk: Any, zh: bool) -> str:
             else "I couldn't compare: that needs weather results for two cities."
         )
     if intent.kind == "write":
-        return "没有可以写入的内容。" if zh else "There was nothing to write to the file."
+        return _not_written(intent.args["path"], walk, zh)
     if intent.kind == "unreadable":
         return unreadable(intent.args["expression"], zh)
     if intent.kind == "calculate" and "then" in intent.args:  # after a calculation that failed
@@ -154,6 +154,17 @@ def _skipped(intent: Intent, walk: Any, zh: bool) -> str:
     return (
         f"工具不可用：{intent.kind}" if zh else f"That tool is not available here ({intent.kind})."
     )
+
+
+def _not_written(path: str, walk: Any, zh: bool) -> str:
+    if any(outcome[0].kind not in {"write", "read", "list"} for outcome in walk.outcomes):
+        if zh:
+            return f"没有写入 {path}：前面的步骤没有全部成功，只写一部分结果会误导。"
+        return (
+            f"I did not write {path}: not every step before it succeeded, and part of the "
+            "result would read as all of it."
+        )
+    return f"没有可以写入 {path} 的内容。" if zh else f"There was nothing to write to {path}."
 
 
 def unreadable(expression: str, zh: bool) -> str:
@@ -264,27 +275,70 @@ def weather_sentence(forecast: dict, zh: bool) -> str:
 
 
 def _comparison(difference: str, walk: Any, zh: bool) -> str:
-    first, second = walk.compared_forecasts()
+    asks_colder = bool(COLDER.search(walk.request.lower()))
+    return comparison_sentence(walk.compared_forecasts(), float(difference), asks_colder, zh)
+
+
+def comparison_sentence(forecasts: list[dict], gap: float, asks_colder: bool, zh: bool) -> str:
+    """Which city is warmer (or colder, when that was asked) and by how much: the names from the
+    forecasts, the gap from the calculator (first minus second for two, the spread for more)."""
+    if len(forecasts) > 2:
+        return _ranking(forecasts, abs(gap), asks_colder, zh)
+    first, second = forecasts
     unit = UNIT.get(first.get("unit", "celsius"), "°")
-    delta = float(difference)
-    size = f"{abs(delta):g}{unit}"
-    a = (first.get("city_zh") or first["city"]) if zh else first["city"]
-    b = (second.get("city_zh") or second["city"]) if zh else second["city"]
-    if delta == 0:
+    size = f"{abs(gap):g}{unit}"
+    a, b = _name(first, zh), _name(second, zh)
+    if gap == 0:
         return (
             f"{a}和{b}的最高气温相同（{first['high']}{unit}）。"
             if zh
             else f"{a} and {b} have the same high ({first['high']}{unit})."
         )
-    warmer, colder = (a, b) if delta > 0 else (b, a)
+    warmer, colder = (a, b) if gap > 0 else (b, a)
     highs = f"{first['high']}{unit} vs {second['high']}{unit}"
-    if COLDER.search(walk.request.lower()):  # the answer names what was asked about
+    if asks_colder:  # the answer names what was asked about
         if zh:
             return f"温差：{colder}比{warmer}冷 {size}（最高气温 {highs}）。"
         return f"Difference: {colder} is {size} colder than {warmer} (highs {highs})."
     if zh:
         return f"温差：{warmer}比{colder}暖 {size}（最高气温 {highs}）。"
     return f"Difference: {warmer} is {size} warmer than {colder} (highs {highs})."
+
+
+def _name(forecast: dict, zh: bool) -> str:
+    return (forecast.get("city_zh") or forecast["city"]) if zh else forecast["city"]
+
+
+def _ranking(forecasts: list[dict], spread: float, asks_colder: bool, zh: bool) -> str:
+    """Three cities or more: the warmest and the coldest (every one of them on a tie)."""
+    unit = UNIT.get(forecasts[0].get("unit", "celsius"), "°")
+    top, bottom = max(f["high"] for f in forecasts), min(f["high"] for f in forecasts)
+    warmest = _joined([_name(f, zh) for f in forecasts if f["high"] == top], zh)
+    coldest = _joined([_name(f, zh) for f in forecasts if f["high"] == bottom], zh)
+    highs = ("、" if zh else ", ").join(f"{_name(f, zh)} {f['high']}{unit}" for f in forecasts)
+    if spread == 0:
+        return (
+            f"{warmest}的最高气温相同（{top}{unit}）。"
+            if zh
+            else f"{warmest} have the same high ({top}{unit})."
+        )
+    if zh:
+        first = f"最冷的是{coldest}（最高 {bottom}{unit}），最暖的是{warmest}（{top}{unit}）"
+        if not asks_colder:
+            first = f"最暖的是{warmest}（最高 {top}{unit}），最冷的是{coldest}（{bottom}{unit}）"
+        return f"{first}，相差 {spread:g}{unit}。各城市最高气温：{highs}。"
+    are = lambda names: "are" if " and " in names else "is"  # noqa: E731
+    if asks_colder:
+        lead = f"{coldest} {are(coldest)} the coldest (high {bottom}{unit}), {spread:g}{unit} colder than {warmest} ({top}{unit})"
+    else:
+        lead = f"{warmest} {are(warmest)} the warmest (high {top}{unit}), {spread:g}{unit} warmer than {coldest} ({bottom}{unit})"
+    return f"{lead}. Highs: {highs}."
+
+
+def _joined(names: list[str], zh: bool) -> str:
+    if len(names) == 1:
+        return names[0]
+    return "和".join(names) if zh else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 def json_object(content: object) -> dict | None:

@@ -17,7 +17,8 @@ WEATHER_WORDS = re.compile(
     r"weather|temperature|forecast|degrees|warm|cold|hot|cool|rain|sunny|天气|气温|温度|温差|冷|热|暖"
 )
 COMPARE_WORDS = re.compile(
-    r"difference|differ|warmer|colder|hotter|cooler|compare|温差|相差|差多少|差几度|哪个|更暖|更热|更冷"
+    r"difference|differ|warm(?:er|est)|cold(?:er|est)|hott?(?:er|est)|cool(?:er|est)|compare"
+    r"|温差|相差|差多少|差几度|哪个|更暖|更热|更冷|最暖|最热|最冷"
 )
 # Without a weather word, these ask to compare only as a follow-up to earlier forecasts.
 DIFFERENCE_WORDS = re.compile(r"difference|differ|compare|相差|差多少|差几度")
@@ -150,6 +151,9 @@ def _time_intent(lowered: str) -> list[Intent]:
 def _weather_intents(text: str, lowered: str) -> list[Intent]:
     cities = _mentioned_places(text)
     wants_weather = WEATHER_WORDS.search(lowered)
+    if not wants_weather and len(find_cities(text)) >= 2:
+        # "look up Paris and Tokyo, compute the difference": comparing cities is about weather
+        wants_weather = COMPARE_WORDS.search(lowered)
     intents = []
     if cities and wants_weather:
         unit = "fahrenheit" if re.search(r"fahrenheit|°f|\bin f\b|华氏", lowered) else "celsius"

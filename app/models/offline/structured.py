@@ -72,17 +72,22 @@ def plan_args(messages: list[BaseMessage]) -> dict:
 def plan_for(request: str, available: set[str], earlier: list[BaseMessage]) -> list[dict]:
     chinese = is_chinese(request)
     steps: list[dict] = []
-    for intent in parse_request(request):
+    intents = parse_request(request)
+    # "save that" saves the previous answer only when saving is all the request asks.
+    previous = _last_answer(earlier) if all(i.kind == "write" for i in intents) else ""
+    for intent in intents:
         if available and TOOL_FOR_INTENT[intent.kind] not in available:
             continue
         tool = TOOL_FOR_INTENT[intent.kind]
-        for arguments in _arguments(intent, steps, earlier):
+        for arguments in _arguments(intent, steps, earlier, previous):
             reason = _reason(intent, arguments, chinese)
             steps.append({"tool": tool, "arguments": arguments, "reason": reason})
     return steps
 
 
-def _arguments(intent: Intent, steps: list[dict], earlier: list[BaseMessage]) -> list[dict]:
+def _arguments(
+    intent: Intent, steps: list[dict], earlier: list[BaseMessage], previous: str
+) -> list[dict]:
     if intent.kind == "compare":
         expression = _comparison(steps, earlier)
         return [{"expression": expression}] if expression else []
@@ -95,7 +100,7 @@ def _arguments(intent: Intent, steps: list[dict], earlier: list[BaseMessage]) ->
         zh = is_chinese(intent.args.get("text") or "") or any(
             is_chinese(step["reason"]) for step in steps
         )
-        content = _results_text(steps, zh) or intent.args.get("text") or _last_answer(earlier)
+        content = _results_text(steps, zh) or intent.args.get("text") or previous
         return [{"path": intent.args["path"], "content": content}] if content else []
     return tool_args(intent, None) or []  # the remaining kinds do not read the walk
 
