@@ -64,6 +64,43 @@ FALLBACK_ZH = (
 )
 
 
+GREETING = r"hi|hello|hey|hiya|howdy|good (?:morning|afternoon|evening)|how are you(?: doing)?|你好|您好|嗨|早上好|下午好|晚上好|你好吗"
+THANKS = r"thanks?|thank you|cheers|谢谢|多谢"
+FAREWELL = r"bye|goodbye|see you|再见|拜拜"
+# The whole message is small talk: "hello there!", "thanks a lot", "你好呀" (not "hi, tell me a joke").
+SMALL_TALK = re.compile(
+    rf"^\s*(?:(?P<greeting>{GREETING})|(?P<thanks>{THANKS})|(?P<farewell>{FAREWELL}))"
+    r"(?:\s+(?:there|everyone|all|again|waypoint|friend|so much|very much|a lot|you))*"
+    r"[\s!.,?~。！？，呀啊吧]*$",
+    re.I,
+)
+CAPABILITIES_EN = (
+    "Offline I can do arithmetic, look up and compare the weather for {cities} cities, read and "
+    "write files in the workspace, run Python, search your documents, remember facts and tell the "
+    "time — try 'weather in Paris and Rome, which is warmer?' or 'what is 17!'."
+)
+CAPABILITIES_ZH = (
+    "离线时我可以算术计算、查询并比较 {cities} 个城市的天气、读写工作区文件、运行 Python、搜索文档、"
+    "记住事实和报时——试试“巴黎和罗马的天气，哪个更暖？”或“17 的阶乘是多少”。"
+)
+
+
+def small_talk(request: str, chinese: bool) -> str | None:
+    """A short reply to a greeting, thanks or goodbye that says what the planner can do, or None
+    when the message is more than small talk."""
+    match = SMALL_TALK.match(request)
+    if match is None:
+        return None
+    cities = len(weather_cities())
+    if match["thanks"]:
+        return "不客气！" if chinese else "You're welcome!"
+    if match["farewell"]:
+        return "再见！" if chinese else "Goodbye!"
+    if chinese:
+        return "你好！我是 Waypoint 的离线规划器。" + CAPABILITIES_ZH.format(cities=cities)
+    return "Hello! I'm Waypoint's offline planner. " + CAPABILITIES_EN.format(cities=cities)
+
+
 def fallback(chinese: bool) -> str:
     return (FALLBACK_ZH if chinese else FALLBACK_EN).format(cities=len(weather_cities()))
 

@@ -130,7 +130,7 @@ class Walk:
         for intent, pairs in self.outcomes:
             parts.extend(answers.describe(intent, pairs, self))
         if not parts:
-            return answers.fallback(self.chinese)
+            return answers.small_talk(self.request, self.chinese) or answers.fallback(self.chinese)
         return "\n".join(parts)
 
 
