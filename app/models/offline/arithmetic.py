@@ -46,6 +46,7 @@ FUNCTION_WORDS: list[tuple[str, str]] = [
     (r"hyperbolic tangent|双曲正切", "tanh"),
     (r"arc ?sine|inverse sine|反正弦", "asin"),
     (r"arc ?cosine|inverse cosine|反余弦", "acos"),
+    (r"atan2|two-argument arc ?tangent", "atan2"),
     (r"arc ?tangent|inverse tangent|反正切", "atan"),
     (r"sine|正弦", "sin"),
     (r"cosine|余弦", "cos"),
@@ -53,6 +54,7 @@ FUNCTION_WORDS: list[tuple[str, str]] = [
     (r"exponential|指数", "exp"),
     (r"absolute value|绝对值", "abs"),
     (r"floor|向下取整", "floor"),
+    (r"四舍五入", "round"),
     (r"ceiling|向上取整", "ceil"),
     (r"factorial|阶乘", "factorial"),
     (r"greatest common (?:divisor|factor)|highest common factor|gcd|最大公约数", "gcd"),
@@ -112,6 +114,7 @@ class Calculation:
     position: int
     readable: bool
     then: bool = False  # an operation on the result of the calculation before it
+    end: int = -1  # where it ends in the request as read (-1: not known)
 
 
 def spelled_out(text: str) -> str:
@@ -183,10 +186,9 @@ def _degree_angles(text: str) -> str:
         r"\1(radians(\2))",
         text,
     )
-    text = re.sub(
-        rf"(-?{NUMBER})\s*(?:degrees?|°|度)\s+(?:in|to|into)\s+radians?", r"radians(\1)", text
-    )
-    return re.sub(rf"(-?{NUMBER})\s*radians?\s+(?:in|to|into)\s+degrees?", r"degrees(\1)", text)
+    angle = rf"(-?{NUMBER}|pi|tau)"
+    text = re.sub(rf"{angle}\s*(?:degrees?|°|度)\s+(?:in|to|into)\s+radians?", r"radians(\1)", text)
+    return re.sub(rf"{angle}\s*radians?\s+(?:in|to|into)\s+degrees?", r"degrees(\1)", text)
 
 
 def _function_words(text: str, pattern: str, name: str) -> str:
@@ -219,19 +221,27 @@ def find_calculations(text: str) -> list[Calculation]:
     with a dangling operator, a unit ("3 km + 4 km") or a word the calculator does not know glued
     to it makes the whole request's arithmetic unreadable: it is refused, never cut to what parses."""
     converted = spelled_out(text)
-    found = [c for run in _runs(converted) if (c := _calculation(converted, run)) is not None]
+    found: list[Calculation] = []
+    for run in _runs(converted):
+        calculation = _calculation(converted, run)
+        if calculation is None and found and _joined_to(converted, found[-1], run):
+            # "atan of 1 and 1", "round 2.675 to 2": a number the calculation leaves out
+            start, end = run[0].start(), run[-1].end()
+            calculation = Calculation(converted[start:end], start, False, end=end)
+        if calculation is not None:
+            found.append(calculation)
     if any(not c.readable for c in found):
         return [Calculation(_span(converted, found), found[0].position, readable=False)]
     return found
 
 
+def _joined_to(text: str, previous: Calculation, run: list[re.Match[str]]) -> bool:
+    gap = text[previous.end : run[0].start()]
+    return re.fullmatch(r"\s*(?:,|and|to|by|of|with|和|与|、)?\s*", gap) is not None
+
+
 def _span(text: str, found: list[Calculation]) -> str:
-    start = found[0].position
-    last = found[-1]
-    end = text.find(last.expression, last.position)
-    return re.sub(
-        r"\s+", " ", text[start : end + len(last.expression)] if end >= 0 else text[start:]
-    ).strip()
+    return re.sub(r"\s+", " ", text[found[0].position : found[-1].end]).strip()
 
 
 def _runs(text: str) -> list[list[re.Match[str]]]:
@@ -282,12 +292,13 @@ def _calculation(text: str, run: list[re.Match[str]]) -> Calculation | None:
     called = any(v in FUNCTIONS for v in values)
     factorial = "!" in values and (len(values) > 2 or FACTORIAL_CUE.search(before) is not None)
     if values[0] in BINARY and THEN.search(before):  # "…, then divide by 2": on the result
-        return Calculation(re.sub(r"\s+", " ", text[start:end]).strip(), start, True, then=True)
+        expression = re.sub(r"\s+", " ", text[start:end]).strip()
+        return Calculation(expression, start, True, then=True, end=end)
     if not (len(numbers) >= 2 and operators) and not called and not factorial:
         if (operators or values[0] in BINARY) and (
             values[-1] in NO_END or _quantity_before(before)
         ):
-            return Calculation(text[start:end].strip(), start, readable=False)
+            return Calculation(text[start:end].strip(), start, readable=False, end=end)
         return None  # a lone number (a year, a count) is not a calculation
     expression = re.sub(r"\s+", " ", text[start:end]).strip()
     expression = re.sub(r"(\d)\s+!", r"\1!", expression)
@@ -296,7 +307,7 @@ def _calculation(text: str, run: list[re.Match[str]]) -> Calculation | None:
     unit_after = run[-1].lastgroup == "number" and not AFTER_NUMBER.match(after.lstrip())
     unit_before = values[0] in BINARY and _quantity_before(before)
     readable = not (glued_word or dangling or unit_after or unit_before)
-    return Calculation(expression, start, readable)
+    return Calculation(expression, start, readable, end=end)
 
 
 def _quantity_before(before: str) -> bool:
