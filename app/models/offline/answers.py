@@ -173,9 +173,10 @@ def describe(intent: Intent, pairs: list, walk: Any) -> list[str]:
 def _skipped(intent: Intent, walk: Any, zh: bool) -> str:
     if intent.kind == "compare":
         return (
-            "无法比较：需要两个城市的天气结果。"
+            "无法比较：需要所问每个城市（至少两个）的天气结果。"
             if zh
-            else "I couldn't compare: that needs weather results for two cities."
+            else "I couldn't compare: that needs a weather result for every city asked about "
+            "(two at least)."
         )
     if intent.kind == "write":
         return _not_written(intent.args["path"], walk, zh)

@@ -119,6 +119,13 @@ class Walk:
             if result is not None and result.status != "error" and call["name"] == tool
         ]
 
+    def failed(self, tool: str) -> bool:
+        return any(
+            result is not None and result.status == "error" and call["name"] == tool
+            for _, pairs in self.outcomes
+            for call, result in pairs
+        )
+
     def compared_forecasts(self) -> list[dict]:
         return compared_forecasts(self)
 
@@ -197,6 +204,8 @@ def compared_forecasts(walk: Walk) -> list[dict]:
     """The forecasts to compare (two or more, else none): from this turn, else the latest two from
     earlier turns."""
     current = [json.loads(text) for _, text in walk.successful("get_weather")]
+    if walk.failed("get_weather"):
+        return []  # a ranking without one of the cities asked about would be wrong
     if len(current) >= 2:
         return current
     earlier = [
