@@ -92,7 +92,7 @@ AFTER_NUMBER = re.compile(
 THEN = re.compile(r"(?:\bthen|然后|再)\s*$")
 # A lone "n!" is a factorial only where a calculation is asked for ("I have 3 cats!" is not one).
 FACTORIAL_CUE = re.compile(
-    r"(?:^|\b(?:what is|what's|whats|calculate|compute|evaluate|how much is)|计算|算|求|=)\s*$"
+    r"(?:^|\b(?:what is|what's|whats|calculate|compute|evaluate|how much is)|计算|算|算一下|求|=)\s*$"
 )
 TOKEN = re.compile(
     rf"(?P<number>{NUMBER})|(?P<name>[a-z_][a-z0-9_]*)|(?P<op>\*\*|//|[+\-*/%!(),])"
