@@ -110,6 +110,17 @@ def test_the_issue_examples_compute_the_whole_expression(
     assert turn.answer == f"{expression} = {result}"
 
 
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_every_strategy_computes_the_whole_expression_or_refuses(
+    tmp_path: Path, strategy: str
+) -> None:
+    turns = Turns(tmp_path, strategy)
+    assert turns.ask("sqrt(2)*10").calculated() == ["14.1421356237"]
+    assert turns.ask("what is the square root of 16").calculated() == ["4"]
+    assert turns.ask("17 的阶乘是多少").calculated() == ["355687428096000"]
+    assert turns.ask("what is 5 km + 3 km").refused()
+
+
 @pytest.mark.parametrize(
     "text",
     [

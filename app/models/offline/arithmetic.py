@@ -77,7 +77,7 @@ SYMBOL_WORDS: list[tuple[str, str]] = [
 OPERATOR_WORDS: list[tuple[str, str]] = [
     (r"\b(?:multiplied|multiply(?: it)?) by\b|\btimes\b|乘以|乘|\bx\b(?=\s*\d)", "*"),
     (r"\b(?:divided|divide(?: it)?) by\b|\bover\b|除以", "/"),
-    (r"\bmod(?:ulo)?\b|取余|模", "%"),
+    (r"\bmod(?:ulo)?\b|取余|取模|模(?=\s*\d)", "%"),
     (r"\bplus\b|加上|加", "+"),
     (r"\bminus\b|减去|减", "-"),
     (r"\bnegative\b|负", " -"),
