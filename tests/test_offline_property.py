@@ -16,8 +16,6 @@ from hypothesis import strategies as st
 from tests.offline_turns import Turns
 from tools.weather import forecast
 
-pytestmark = pytest.mark.dated  # reruns on other pinned days: tests/test_pinned_dates.py
-
 # Deterministic and quick: the same examples on every run, nothing stored between runs.
 PROPERTY = settings(
     derandomize=True,
@@ -325,6 +323,7 @@ def comparisons(draw: st.DrawFn) -> tuple[str, list[str], bool, bool]:
     return text, cities, chinese, colder
 
 
+@pytest.mark.dated  # reruns on other pinned days: tests/test_pinned_dates.py
 @settings(PROPERTY, max_examples=30)
 @given(case=comparisons())
 def test_a_comparison_names_the_right_city_or_refuses(

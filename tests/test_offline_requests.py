@@ -15,8 +15,6 @@ from tests.offline_turns import Turns
 from tools.calculator.functions import FUNCTIONS
 from tools.weather import forecast
 
-pytestmark = pytest.mark.dated  # reruns on other pinned days: tests/test_pinned_dates.py
-
 STRATEGIES = ["react", "plan", "reflexion", "routed"]
 DEGREE = math.pi / 180
 
@@ -164,6 +162,7 @@ def assert_saved_the_difference(workspace: Path) -> None:
     assert_names_the_warmer_city(saved, paris, tokyo, chinese=False)
 
 
+@pytest.mark.dated  # reruns on other pinned days: tests/test_pinned_dates.py
 def test_the_chain_example_saves_the_difference_in_a_fresh_thread(isolated: Path) -> None:
     result = run_cli("chat", "-t", "chain", "-m", CHAIN)
     assert result.returncode == 0, result.stderr.decode()
@@ -171,6 +170,7 @@ def test_the_chain_example_saves_the_difference_in_a_fresh_thread(isolated: Path
     assert_saved_the_difference(isolated / "workspace")
 
 
+@pytest.mark.dated  # reruns on other pinned days: tests/test_pinned_dates.py
 def test_the_chain_example_after_a_recall_saves_the_difference_not_the_recall(
     isolated: Path,
 ) -> None:
@@ -183,12 +183,14 @@ def test_the_chain_example_after_a_recall_saves_the_difference_not_the_recall(
     assert_saved_the_difference(isolated / "workspace")
 
 
+@pytest.mark.dated  # reruns on other pinned days: tests/test_pinned_dates.py
 def test_a_ranking_missing_a_city_is_not_made(turns: Turns) -> None:
     turn = turns.ask("weather in Paris, Rome and Atlantis, which is warmest?")
     assert turn.calls("calculator") == []
     assert "couldn't compare" in turn.answer and "warmest" not in turn.answer
 
 
+@pytest.mark.dated  # reruns on other pinned days: tests/test_pinned_dates.py
 def test_a_save_after_a_failed_step_writes_nothing_and_says_why(turns: Turns) -> None:
     turn = turns.ask("weather in Paris and Atlantis, compute the difference and save it to a.txt")
     assert turn.calls("write_file") == []
@@ -209,6 +211,7 @@ def warmest(cities: list[str], date: str = "today") -> tuple[list[dict], int, in
     return forecasts, max(highs), min(highs)
 
 
+@pytest.mark.dated  # reruns on other pinned days: tests/test_pinned_dates.py
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_two_cities_the_answer_names_the_warmer(tmp_path: Path, strategy: str) -> None:
     turn = Turns(tmp_path, strategy).ask("weather in Paris and Rome, which is warmer?")
@@ -216,6 +219,7 @@ def test_two_cities_the_answer_names_the_warmer(tmp_path: Path, strategy: str) -
     assert_names_the_warmer_city(turn.answer, paris, rome, chinese=False)
 
 
+@pytest.mark.dated  # reruns on other pinned days: tests/test_pinned_dates.py
 @pytest.mark.parametrize("strategy", STRATEGIES)
 @pytest.mark.parametrize(
     ("text", "cities", "colder"),
@@ -244,6 +248,7 @@ def test_three_cities_or_more_the_answer_names_the_warmest_or_coldest(
     assert f"{top - bottom}°C {'colder' if colder else 'warmer'} than {other[0]}" in turn.answer
 
 
+@pytest.mark.dated  # reruns on other pinned days: tests/test_pinned_dates.py
 def test_three_cities_in_chinese_name_the_warmest(turns: Turns) -> None:
     answer = turns.ask("巴黎、罗马和东京的天气，哪个最暖？").answer
     forecasts, top, bottom = warmest(["Paris", "Rome", "Tokyo"])
