@@ -89,6 +89,7 @@ OPERATOR_WORDS: list[tuple[str, str]] = [
 AFTER_NUMBER = re.compile(
     r"(?:and|then|please|equals?|is|to|ok)\b|[=?.!,;:，。？！；：]|等于|是|多少|然后|并|再|吗|呢|和|的结果|\s*$"
 )
+UNIT_START = re.compile(r"[a-z\u4e00-\u9fff°$€£¥']")
 THEN = re.compile(r"(?:\bthen|然后|再)\s*$")
 # A lone "n!" is a factorial only where a calculation is asked for ("I have 3 cats!" is not one).
 FACTORIAL_CUE = re.compile(
@@ -304,10 +305,15 @@ def _calculation(text: str, run: list[re.Match[str]]) -> Calculation | None:
     expression = re.sub(r"(\d)\s+!", r"\1!", expression)
     glued_word = any(t.lastgroup == "name" and t.group(0) not in MATH_NAMES for t in run)
     dangling = values[0] in NO_START or values[-1] in NO_END
-    unit_after = run[-1].lastgroup == "number" and not AFTER_NUMBER.match(after.lstrip())
+    unit_after = run[-1].lastgroup == "number" and _unit_next(after.lstrip())
     unit_before = values[0] in BINARY and _quantity_before(before)
     readable = not (glued_word or dangling or unit_after or unit_before)
     return Calculation(expression, start, readable, end=end)
+
+
+def _unit_next(after: str) -> bool:
+    """A word, CJK character or currency/degree sign right after a number: "3 km", "3 米", "3 °"."""
+    return UNIT_START.match(after) is not None and AFTER_NUMBER.match(after) is None
 
 
 def _quantity_before(before: str) -> bool:
