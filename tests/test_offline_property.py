@@ -131,8 +131,9 @@ OPERATORS = {
 
 def numbers() -> st.SearchStrategy[Num]:
     whole = st.integers(0, 12).map(Num)
+    negative = st.integers(-9, -1).map(Num)
     decimal = st.sampled_from([0.5, 1.5, 2.5, 3.25, 7.5]).map(Num)
-    return st.one_of(whole, whole, decimal)
+    return st.one_of(whole, whole, decimal, negative)
 
 
 def trees() -> st.SearchStrategy[Node]:
@@ -158,8 +159,10 @@ def phrase(node: Node, style: Callable[[], str]) -> str:
     mode = style()
     if isinstance(node, Num):
         value = node.value
-        if mode == "en" and isinstance(value, int) and value <= 12 and value % 2:
+        if mode == "en" and isinstance(value, int) and 0 <= value <= 12 and value % 2:
             return NUMBER_WORDS[value]
+        if value < 0 and mode in {"en", "zh"}:
+            return f"{'negative ' if mode == 'en' else '负'}{-value}"
         return str(value)
     if isinstance(node, Bin):
         return _binary(node, mode, style)
@@ -169,7 +172,8 @@ def phrase(node: Node, style: Callable[[], str]) -> str:
 def _operand(node: Node, style: Callable[[], str]) -> str:
     """A composite operand in parentheses, except a call in symbols ("sqrt(2)*10" is one call)."""
     text = phrase(node, style)
-    return text if is_atom(node) or _is_one_call(text) else f"({text})"
+    bare = (is_atom(node) and node.value >= 0) or _is_one_call(text)  # "2 * (-3)", "(-2) ** 2"
+    return text if bare else f"({text})"
 
 
 def _is_one_call(text: str) -> bool:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from tools.calculator.functions import CONSTANTS, FUNCTIONS
 
-NUMBER = r"\d+(?:\.\d+)?"
+NUMBER = r"\d+(?:\.\d+)?(?:e[+-]?\d+)?"
 # One operand a spelled-out function applies to: a number (maybe with n!), a constant, or a call.
 ATOM = rf"(?:-?{NUMBER}!?|pi|tau|e)(?![A-Za-z0-9_(]|\.\d)"
 ARGUMENT_LIST = rf"({ATOM}(?:\s*(?:,|\band\b|和|与|、)\s*{ATOM})+)"
@@ -80,7 +80,6 @@ OPERATOR_WORDS: list[tuple[str, str]] = [
     (r"\bmod(?:ulo)?\b|取余|取模|模(?=\s*\d)", "%"),
     (r"\bplus\b|加上|加", "+"),
     (r"\bminus\b|减去|减", "-"),
-    (r"\bnegative\b|负", " -"),
     (r"\bto the power of\b|\braised to(?: the power of)?\b", "**"),
     (r"\bsquared\b|的平方(?!根)", "** 2"),
     (r"\bcubed\b|的立方(?!根)", "** 3"),
@@ -124,6 +123,7 @@ def spelled_out(text: str) -> str:
     for pattern, symbol in SYMBOL_WORDS:
         text = re.sub(pattern, symbol, text)
     text = re.sub(r"\b(" + "|".join(NUMBER_WORDS) + r")\b", lambda m: NUMBER_WORDS[m[1]], text)
+    text = re.sub(r"\bnegative\s+|负\s*(?=\d)", "-", text)
     text = re.sub(rf"\bto the ({NUMBER})(?:st|nd|rd|th)(?: power)?\b", r" ** \1", text)
     text = _rounding(text)
     text = _sums_and_products(text)
@@ -289,7 +289,8 @@ def _calculation(text: str, run: list[re.Match[str]]) -> Calculation | None:
     before, after = text[:start], text[end:]
     if not numbers:
         return None
-    operators = {v for v in values if v in BINARY} - ({"-", "+"} if values[0] in "+-" else set())
+    signed = values[0] in {"+", "-"}  # a leading sign is not an operation
+    operators = {v for v in values[int(signed) :] if v in BINARY}
     called = any(v in FUNCTIONS for v in values)
     factorial = "!" in values and (len(values) > 2 or FACTORIAL_CUE.search(before) is not None)
     if values[0] in BINARY and THEN.search(before):  # "…, then divide by 2": on the result
