@@ -108,6 +108,27 @@ def test_the_issue_examples_compute_the_whole_expression(
     assert turn.answer == f"{expression} = {result}"
 
 
+@pytest.mark.parametrize(
+    ("text", "result"),
+    [
+        ("what is -3 + 5", "2"),  # a leading sign is not a dangling operator
+        ("what is 2 plus 3 \ufffd", "5"),  # a stray symbol after a number is not a unit
+        ("what is 1e3 + 1", "1001"),
+        ("the square root of negative 4 plus 6", None),  # sqrt(-4): the calculator says why
+        ("what's 7 mod 3", "1"),
+        ("(2+3)*4 and then divide by 2", "10"),
+    ],
+)
+def test_phrasings_around_the_math_do_not_change_it(
+    turns: Turns, text: str, result: str | None
+) -> None:
+    turn = turns.ask(text)
+    if result is None:
+        assert turn.refused() and "sqrt is undefined for negative numbers" in turn.answer
+    else:
+        assert turn.calculated()[-1] == result
+
+
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_every_strategy_computes_the_whole_expression_or_refuses(
     tmp_path: Path, strategy: str
