@@ -283,6 +283,7 @@ def _inside_parentheses(text: str, index: int) -> bool:
 
 
 def _calculation(text: str, run: list[re.Match[str]]) -> Calculation | None:
+    """The run as a calculation (readable or not), or None when it is no calculation at all."""
     values = [t.group(0) for t in run]
     numbers = [t for t in run if t.lastgroup == "number" or t.group(0) in CONSTANTS]
     start, end = run[0].start(), run[-1].end()
@@ -304,12 +305,18 @@ def _calculation(text: str, run: list[re.Match[str]]) -> Calculation | None:
         return None  # a lone number (a year, a count) is not a calculation
     expression = re.sub(r"\s+", " ", text[start:end]).strip()
     expression = re.sub(r"(\d)\s+!", r"\1!", expression)
+    return Calculation(expression, start, _whole(run, before, after), end=end)
+
+
+def _whole(run: list[re.Match[str]], before: str, after: str) -> bool:
+    """Nothing around the run belongs to it: no unknown word glued on, no dangling operator,
+    no unit after its last number or before its first operator."""
+    values = [t.group(0) for t in run]
     glued_word = any(t.lastgroup == "name" and t.group(0) not in MATH_NAMES for t in run)
     dangling = values[0] in NO_START or values[-1] in NO_END
     unit_after = run[-1].lastgroup == "number" and _unit_next(after.lstrip())
     unit_before = values[0] in BINARY and _quantity_before(before)
-    readable = not (glued_word or dangling or unit_after or unit_before)
-    return Calculation(expression, start, readable, end=end)
+    return not (glued_word or dangling or unit_after or unit_before)
 
 
 def _unit_next(after: str) -> bool:
