@@ -64,7 +64,10 @@ FALLBACK_ZH = (
 )
 
 
-GREETING = r"hi|hello|hey|hiya|howdy|good (?:morning|afternoon|evening)|how are you(?: doing)?|你好|您好|嗨|早上好|下午好|晚上好|你好吗"
+GREETING = (
+    r"hi|hello|hey|hiya|howdy|good (?:morning|afternoon|evening)|how are you(?: doing)?"
+    r"|你好|您好|嗨|早上好|下午好|晚上好|你好吗"
+)
 THANKS = r"thanks?|thank you|cheers|谢谢|多谢"
 FAREWELL = r"bye|goodbye|see you|再见|拜拜"
 # The whole message is small talk: "hello there!", "thanks a lot", "你好呀" (not "hi, tell me a joke").
@@ -206,7 +209,7 @@ def _not_written(path: str, walk: Any, zh: bool) -> str:
 
 
 def unreadable(expression: str, zh: bool) -> str:
-    """Math the calculator cannot take whole: none of it is computed, and the forms it takes are shown."""
+    """Math the calculator cannot take whole: none of it is computed; what it takes is shown."""
     if zh:
         return (
             f"我无法把“{expression}”完整地读成一个算式，所以一部分也没有计算。计算器支持：数字、"
@@ -365,12 +368,13 @@ def _ranking(forecasts: list[dict], spread: float, asks_colder: bool, zh: bool) 
         if not asks_colder:
             first = f"最暖的是{warmest}（最高 {top}{unit}），最冷的是{coldest}（{bottom}{unit}）"
         return f"{first}，相差 {spread:g}{unit}。各城市最高气温：{highs}。"
-    are = lambda names: "are" if " and " in names else "is"  # noqa: E731
-    if asks_colder:
-        lead = f"{coldest} {are(coldest)} the coldest (high {bottom}{unit}), {spread:g}{unit} colder than {warmest} ({top}{unit})"
-    else:
-        lead = f"{warmest} {are(warmest)} the warmest (high {top}{unit}), {spread:g}{unit} warmer than {coldest} ({bottom}{unit})"
-    return f"{lead}. Highs: {highs}."
+    ends = [("warmest", warmest, top, "warmer"), ("coldest", coldest, bottom, "colder")]
+    (word, lead, high, comparison), (_, other, other_high, _) = ends[::-1] if asks_colder else ends
+    verb = "are" if " and " in lead else "is"
+    return (
+        f"{lead} {verb} the {word} (high {high}{unit}), {spread:g}{unit} {comparison} than "
+        f"{other} ({other_high}{unit}). Highs: {highs}."
+    )
 
 
 def _joined(names: list[str], zh: bool) -> str:

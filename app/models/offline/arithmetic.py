@@ -1,5 +1,5 @@
-"""Arithmetic in a request, in symbols or words (English or Chinese), as calculator expressions: every
-math token of the request is used, or the calculation is refused; a fragment is never computed."""
+"""Arithmetic in a request, in symbols or words (English or Chinese), as calculator expressions:
+every math token of the request is used, or the calculation is refused; never a fragment."""
 
 from __future__ import annotations
 
@@ -119,7 +119,8 @@ class Calculation:
 
 def spelled_out(text: str) -> str:
     """Words for numbers, operators and functions become the calculator's symbols:
-    'the square root of 16' -> 'sqrt(16)', '3 加 5 乘以 2' -> '3 + 5 * 2', '17 的阶乘' -> 'factorial(17)'."""
+    'the square root of 16' -> 'sqrt(16)', '3 加 5 乘以 2' -> '3 + 5 * 2',
+    '17 的阶乘' -> 'factorial(17)'."""
     for pattern, symbol in SYMBOL_WORDS:
         text = re.sub(pattern, symbol, text)
     text = re.sub(r"\b(" + "|".join(NUMBER_WORDS) + r")\b", lambda m: NUMBER_WORDS[m[1]], text)
@@ -220,7 +221,8 @@ def _bare_calls(text: str) -> str:
 def find_calculations(text: str) -> list[Calculation]:
     """Every calculation in `text` (lower-cased, with dates, file names and quotes blanked). Math
     with a dangling operator, a unit ("3 km + 4 km") or a word the calculator does not know glued
-    to it makes the whole request's arithmetic unreadable: it is refused, never cut to what parses."""
+    to it makes the whole request's arithmetic unreadable: it is refused, never cut to what
+    parses."""
     converted = spelled_out(text)
     found: list[Calculation] = []
     for run in _runs(converted):
@@ -246,7 +248,7 @@ def _span(text: str, found: list[Calculation]) -> str:
 
 
 def _runs(text: str) -> list[list[re.Match[str]]]:
-    """Maximal sequences of math tokens (whitespace inside allowed); a word glued to one joins it."""
+    """Maximal sequences of math tokens (whitespace inside allowed); a word glued on joins them."""
     runs: list[list[re.Match[str]]] = []
     current: list[re.Match[str]] = []
     for token in TOKEN.finditer(text):
