@@ -611,9 +611,9 @@ def test_a_missing_file_in_chinese(chat: Chat) -> None:
     ("text", "chinese", "capability"),
     [
         ("tell me a joke", False, "arithmetic"),
-        ("hello", False, "weather"),
+        ("hello, write me a poem", False, "weather"),  # a greeting (tests/test_offline_requests.py)
         ("给我讲个笑话", True, "算术"),
-        ("你好", True, "天气"),
+        ("你好，写一首诗", True, "天气"),
     ],
 )
 def test_anything_else_gets_an_honest_fallback(

@@ -14,7 +14,7 @@ from tools.sandbox import read_result
 from tools.weather import cities as weather_cities
 
 UNIT = {"celsius": "°C", "fahrenheit": "°F"}
-COLDER = re.compile(r"colder|cooler|chillier|更冷|较冷|哪个冷")
+COLDER = re.compile(r"cold(?:er|est)|cool(?:er|est)|chill(?:ier|iest)|更冷|较冷|哪个冷|最冷")
 # The tools report in English; a Chinese answer translates the few words they use.
 CONDITION_ZH = {
     "clear": "晴",
@@ -62,6 +62,46 @@ FALLBACK_ZH = (
     "真实模型：设置 OPENAI_API_KEY（兼容 OpenAI 的服务器再设置 OPENAI_BASE_URL），或使用 "
     "--model openai:<名称>。"
 )
+
+
+GREETING = (
+    r"hi|hello|hey|hiya|howdy|good (?:morning|afternoon|evening)|how are you(?: doing)?"
+    r"|你好|您好|嗨|早上好|下午好|晚上好|你好吗"
+)
+THANKS = r"thanks?|thank you|cheers|谢谢|多谢"
+FAREWELL = r"bye|goodbye|see you|再见|拜拜"
+# The whole message is small talk: "hello there!", "thanks a lot", "你好呀" (not "hi, tell me a joke").
+SMALL_TALK = re.compile(
+    rf"^\s*(?:(?P<greeting>{GREETING})|(?P<thanks>{THANKS})|(?P<farewell>{FAREWELL}))"
+    r"(?:\s+(?:there|everyone|all|again|waypoint|friend|so much|very much|a lot|you))*"
+    r"[\s!.,?~。！？，呀啊吧]*$",
+    re.I,
+)
+CAPABILITIES_EN = (
+    "Offline I can do arithmetic, look up and compare the weather for {cities} cities, read and "
+    "write files in the workspace, run Python, search your documents, remember facts and tell the "
+    "time — try 'weather in Paris and Rome, which is warmer?' or 'what is 17!'."
+)
+CAPABILITIES_ZH = (
+    "离线时我可以算术计算、查询并比较 {cities} 个城市的天气、读写工作区文件、运行 Python、搜索文档、"
+    "记住事实和报时——试试“巴黎和罗马的天气，哪个更暖？”或“17 的阶乘是多少”。"
+)
+
+
+def small_talk(request: str, chinese: bool) -> str | None:
+    """A short reply to a greeting, thanks or goodbye that says what the planner can do, or None
+    when the message is more than small talk."""
+    match = SMALL_TALK.match(request)
+    if match is None:
+        return None
+    cities = len(weather_cities())
+    if match["thanks"]:
+        return "不客气！" if chinese else "You're welcome!"
+    if match["farewell"]:
+        return "再见！" if chinese else "Goodbye!"
+    if chinese:
+        return "你好！我是 Waypoint 的离线规划器。" + CAPABILITIES_ZH.format(cities=cities)
+    return "Hello! I'm Waypoint's offline planner. " + CAPABILITIES_EN.format(cities=cities)
 
 
 def fallback(chinese: bool) -> str:
@@ -136,12 +176,15 @@ def describe(intent: Intent, pairs: list, walk: Any) -> list[str]:
 def _skipped(intent: Intent, walk: Any, zh: bool) -> str:
     if intent.kind == "compare":
         return (
-            "无法比较：需要两个城市的天气结果。"
+            "无法比较：需要所问每个城市（至少两个）的天气结果。"
             if zh
-            else "I couldn't compare: that needs weather results for two cities."
+            else "I couldn't compare: that needs a weather result for every city asked about "
+            "(two at least)."
         )
     if intent.kind == "write":
-        return "没有可以写入的内容。" if zh else "There was nothing to write to the file."
+        return _not_written(intent.args["path"], walk, zh)
+    if intent.kind == "unreadable":
+        return unreadable(intent.args["expression"], zh)
     if intent.kind == "calculate" and "then" in intent.args:  # after a calculation that failed
         step = intent.args.get("then", "")
         return (
@@ -151,6 +194,33 @@ def _skipped(intent: Intent, walk: Any, zh: bool) -> str:
         )
     return (
         f"工具不可用：{intent.kind}" if zh else f"That tool is not available here ({intent.kind})."
+    )
+
+
+def _not_written(path: str, walk: Any, zh: bool) -> str:
+    if any(outcome[0].kind not in {"write", "read", "list"} for outcome in walk.outcomes):
+        if zh:
+            return f"没有写入 {path}：前面的步骤没有全部成功，只写一部分结果会误导。"
+        return (
+            f"I did not write {path}: not every step before it succeeded, and part of the "
+            "result would read as all of it."
+        )
+    return f"没有可以写入 {path} 的内容。" if zh else f"There was nothing to write to {path}."
+
+
+def unreadable(expression: str, zh: bool) -> str:
+    """Math the calculator cannot take whole: none of it is computed; what it takes is shown."""
+    if zh:
+        return (
+            f"我无法把“{expression}”完整地读成一个算式，所以一部分也没有计算。计算器支持：数字、"
+            "+ - * / ** 和 n!、括号，以及 sqrt(x)、log(x, 底数)、max(a, b) 等函数；也可以用文字，"
+            "如“16 的平方根”“17 的阶乘”“2 的 10 次方”。单位（如 km、kg）不支持。"
+        )
+    return (
+        f"I can't read '{expression}' as one whole calculation, so I computed none of it. The "
+        "calculator takes numbers, + - * / ** and n!, parentheses, and functions such as sqrt(x), "
+        "log(x, base) or max(a, b); in words, 'the square root of 16', '17 factorial' or '2 to "
+        "the power of 10'. It does not take units such as km or kg."
     )
 
 
@@ -246,27 +316,71 @@ def weather_sentence(forecast: dict, zh: bool) -> str:
 
 
 def _comparison(difference: str, walk: Any, zh: bool) -> str:
-    first, second = walk.compared_forecasts()
+    asks_colder = bool(COLDER.search(walk.request.lower()))
+    return comparison_sentence(walk.compared_forecasts(), float(difference), asks_colder, zh)
+
+
+def comparison_sentence(forecasts: list[dict], gap: float, asks_colder: bool, zh: bool) -> str:
+    """Which city is warmer (or colder, when that was asked) and by how much: the names from the
+    forecasts, the gap from the calculator (first minus second for two, the spread for more)."""
+    if len(forecasts) > 2:
+        return _ranking(forecasts, abs(gap), asks_colder, zh)
+    first, second = forecasts
     unit = UNIT.get(first.get("unit", "celsius"), "°")
-    delta = float(difference)
-    size = f"{abs(delta):g}{unit}"
-    a = (first.get("city_zh") or first["city"]) if zh else first["city"]
-    b = (second.get("city_zh") or second["city"]) if zh else second["city"]
-    if delta == 0:
+    size = f"{abs(gap):g}{unit}"
+    a, b = _name(first, zh), _name(second, zh)
+    if gap == 0:
         return (
             f"{a}和{b}的最高气温相同（{first['high']}{unit}）。"
             if zh
             else f"{a} and {b} have the same high ({first['high']}{unit})."
         )
-    warmer, colder = (a, b) if delta > 0 else (b, a)
+    warmer, colder = (a, b) if gap > 0 else (b, a)
     highs = f"{first['high']}{unit} vs {second['high']}{unit}"
-    if COLDER.search(walk.request.lower()):  # the answer names what was asked about
+    if asks_colder:  # the answer names what was asked about
         if zh:
             return f"温差：{colder}比{warmer}冷 {size}（最高气温 {highs}）。"
         return f"Difference: {colder} is {size} colder than {warmer} (highs {highs})."
     if zh:
         return f"温差：{warmer}比{colder}暖 {size}（最高气温 {highs}）。"
     return f"Difference: {warmer} is {size} warmer than {colder} (highs {highs})."
+
+
+def _name(forecast: dict, zh: bool) -> str:
+    return (forecast.get("city_zh") or forecast["city"]) if zh else forecast["city"]
+
+
+def _ranking(forecasts: list[dict], spread: float, asks_colder: bool, zh: bool) -> str:
+    """Three cities or more: the warmest and the coldest (every one of them on a tie)."""
+    unit = UNIT.get(forecasts[0].get("unit", "celsius"), "°")
+    top, bottom = max(f["high"] for f in forecasts), min(f["high"] for f in forecasts)
+    warmest = _joined([_name(f, zh) for f in forecasts if f["high"] == top], zh)
+    coldest = _joined([_name(f, zh) for f in forecasts if f["high"] == bottom], zh)
+    highs = ("、" if zh else ", ").join(f"{_name(f, zh)} {f['high']}{unit}" for f in forecasts)
+    if spread == 0:
+        return (
+            f"{warmest}的最高气温相同（{top}{unit}）。"
+            if zh
+            else f"{warmest} have the same high ({top}{unit})."
+        )
+    if zh:
+        first = f"最冷的是{coldest}（最高 {bottom}{unit}），最暖的是{warmest}（{top}{unit}）"
+        if not asks_colder:
+            first = f"最暖的是{warmest}（最高 {top}{unit}），最冷的是{coldest}（{bottom}{unit}）"
+        return f"{first}，相差 {spread:g}{unit}。各城市最高气温：{highs}。"
+    ends = [("warmest", warmest, top, "warmer"), ("coldest", coldest, bottom, "colder")]
+    (word, lead, high, comparison), (_, other, other_high, _) = ends[::-1] if asks_colder else ends
+    verb = "are" if " and " in lead else "is"
+    return (
+        f"{lead} {verb} the {word} (high {high}{unit}), {spread:g}{unit} {comparison} than "
+        f"{other} ({other_high}{unit}). Highs: {highs}."
+    )
+
+
+def _joined(names: list[str], zh: bool) -> str:
+    if len(names) == 1:
+        return names[0]
+    return "和".join(names) if zh else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 def json_object(content: object) -> dict | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from app.models.offline.arithmetic import find_calculations
 from tools.weather import find_cities
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -12,44 +13,12 @@ ISO_DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
 FILE_NAME = r"[`'\"“”‘’]?([\w\-./]*\w\.[A-Za-z0-9]{1,8})[`'\"“”‘’]?"
 QUOTED = re.compile(r"[\"“「『]([^\"”」』]+)[\"”」』]|'([^']+)'")
 
-NUMBER_WORDS = {
-    word: str(value)
-    for value, word in enumerate(
-        [
-            "zero",
-            "one",
-            "two",
-            "three",
-            "four",
-            "five",
-            "six",
-            "seven",
-            "eight",
-            "nine",
-            "ten",
-            "eleven",
-            "twelve",
-        ]
-    )
-}
-WORD_OPERATORS = [
-    (r"\b(?:multiplied|multiply(?: it)?) by\b|\btimes\b|乘以|乘|×|\bx\b(?=\s*\d)", "*"),
-    (r"\b(?:divided|divide(?: it)?) by\b|\bover\b|除以|÷", "/"),
-    (r"\bplus\b|\badd\b|加上|加", "+"),
-    (r"\bminus\b|减去|减|−", "-"),
-    (r"\bto the power of\b|\bpower\b|的(?=\d)次方|\^", "**"),
-    (r"\bsquared\b|的平方", "**2"),
-    (r"\bcubed\b|的立方", "**3"),
-    (r"（", "("),
-    (r"）", ")"),
-]
-EXPRESSION = re.compile(r"[\d.()\s+\-*/%]*\d[\d.()\s+\-*/%]*")
-
 WEATHER_WORDS = re.compile(
     r"weather|temperature|forecast|degrees|warm|cold|hot|cool|rain|sunny|天气|气温|温度|温差|冷|热|暖"
 )
 COMPARE_WORDS = re.compile(
-    r"difference|differ|warmer|colder|hotter|cooler|compare|温差|相差|差多少|差几度|哪个|更暖|更热|更冷"
+    r"difference|differ|warm(?:er|est)|cold(?:er|est)|hott?(?:er|est)|cool(?:er|est)|compare"
+    r"|温差|相差|差多少|差几度|哪个|更暖|更热|更冷|最暖|最热|最冷"
 )
 # Without a weather word, these ask to compare only as a follow-up to earlier forecasts.
 DIFFERENCE_WORDS = re.compile(r"difference|differ|compare|相差|差多少|差几度")
@@ -103,7 +72,7 @@ def parse_request(text: str) -> list[Intent]:
         *_time_intent(lowered),
         *weather,
         *([] if weather else _search_intent(text)),
-        *_arithmetic_intent(lowered),
+        *_arithmetic_intent(text),
         *_list_intent(lowered),
         *_read_intent(text, lowered),
         *_write_intent(text, lowered),
@@ -182,6 +151,9 @@ def _time_intent(lowered: str) -> list[Intent]:
 def _weather_intents(text: str, lowered: str) -> list[Intent]:
     cities = _mentioned_places(text)
     wants_weather = WEATHER_WORDS.search(lowered)
+    if not wants_weather and len(find_cities(text)) >= 2:
+        # "look up Paris and Tokyo, compute the difference": comparing cities is about weather
+        wants_weather = COMPARE_WORDS.search(lowered)
     intents = []
     if cities and wants_weather:
         unit = "fahrenheit" if re.search(r"fahrenheit|°f|\bin f\b|华氏", lowered) else "celsius"
@@ -227,40 +199,23 @@ def _weather_date(lowered: str) -> str:
     return "tomorrow" if re.search(r"tomorrow|明天", lowered) else "today"
 
 
-def to_expression(lowered: str) -> str:
-    """Spell-out operators and small numbers in English or Chinese become symbols and digits:
-    '3 加 5 乘以 2' -> '3 + 5 * 2', 'divide by zero' -> '/ 0'."""
-    text = ISO_DATE.sub(" ", lowered)
-    for pattern, symbol in WORD_OPERATORS:
-        text = re.sub(pattern, f" {symbol} ", text)
-    return re.sub(r"\b(" + "|".join(NUMBER_WORDS) + r")\b", lambda m: NUMBER_WORDS[m[1]], text)
+def _arithmetic_intent(text: str) -> list[Intent]:
+    """Each calculation asked for; math the calculator cannot take whole is one refusal."""
+    intents = []
+    for number, found in enumerate(find_calculations(_without_other_values(text.lower()))):
+        if not found.readable:
+            shown = text.strip() if len(text.strip()) <= 100 else found.expression
+            return [Intent("unreadable", found.position, {"expression": shown})]
+        args = {"then": found.expression} if found.then else {"expression": found.expression}
+        intents.append(Intent("calculate", found.position + number, args))
+    return intents
 
 
-# "… and then divide by zero": one more operation on the result before it.
-THEN = re.compile(r"\bthen\b\s*(\*\*|[+\-*/%])\s*(-?\d+(?:\.\d+)?)")
-
-
-def _arithmetic_intent(lowered: str) -> list[Intent]:
-    converted = to_expression(lowered)
-    for match in EXPRESSION.finditer(converted):
-        candidate = re.sub(r"\s+", " ", match.group(0)).strip(" .")
-        candidate = candidate.strip()
-        numbers = re.findall(r"\d+(?:\.\d+)?", candidate)
-        has_operator = re.search(r"\d\s*[)]*\s*(\*\*|[+\-*/%])\s*[(]*\s*-?\d", candidate)
-        if len(numbers) >= 2 and has_operator:
-            position = max(lowered.find(numbers[0]), 0)
-            first = Intent("calculate", position, {"expression": candidate})
-            rest = converted[match.end() :]
-            return [first, *_then_steps(rest, position)]
-    return []
-
-
-def _then_steps(rest: str, position: int) -> list[Intent]:
-    """Each "then <operator> <number>" after an expression: an operation on the result before."""
-    return [
-        Intent("calculate", position + n, {"then": f"{m[1]} {m[2]}"})
-        for n, m in enumerate(THEN.finditer(rest), 1)
-    ]
+def _without_other_values(lowered: str) -> str:
+    """Dates, file names and quoted text hold digits that are not arithmetic."""
+    lowered = ISO_DATE.sub(" ; ", lowered)
+    lowered = QUOTED.sub(" ; ", lowered)
+    return re.sub(r"[\w\-./]*\w\.[a-z][a-z0-9]{0,7}\b", " ; ", lowered)
 
 
 def _list_intent(lowered: str) -> list[Intent]:

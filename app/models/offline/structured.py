@@ -12,18 +12,13 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 
 from app.models.offline import answers
 from app.models.offline.intents import Intent, is_chinese, parse_request
-from app.models.offline.walk import TOOL_FOR_INTENT, Walk, tool_args
+from app.models.offline.walk import TOOL_FOR_INTENT, Walk, comparison_expression, tool_args
 from app.text import plural
 from graphs.plan.steps import REFERENCE
 from graphs.shared.messages import call_signature
 from graphs.shared.requests import request_of
 from graphs.shared.tool_calls import for_user
 
-SMALL_TALK = re.compile(
-    r"^\s*(?:hi|hello|hey|good (?:morning|afternoon|evening)|thanks?|thank you|bye|goodbye|"
-    r"how are you|你好|您好|谢谢|再见|早上好|晚上好)\b",
-    re.I,
-)
 REASONS = {
     "weather": ("weather for {city}", "查询{city}的天气"),
     "compare": ("the temperature difference", "计算温差"),
@@ -72,17 +67,22 @@ def plan_args(messages: list[BaseMessage]) -> dict:
 def plan_for(request: str, available: set[str], earlier: list[BaseMessage]) -> list[dict]:
     chinese = is_chinese(request)
     steps: list[dict] = []
-    for intent in parse_request(request):
+    intents = parse_request(request)
+    # "save that" saves the previous answer only when saving is all the request asks.
+    previous = _last_answer(earlier) if all(i.kind == "write" for i in intents) else ""
+    for intent in intents:
         if available and TOOL_FOR_INTENT[intent.kind] not in available:
             continue
         tool = TOOL_FOR_INTENT[intent.kind]
-        for arguments in _arguments(intent, steps, earlier):
+        for arguments in _arguments(intent, steps, earlier, previous):
             reason = _reason(intent, arguments, chinese)
             steps.append({"tool": tool, "arguments": arguments, "reason": reason})
     return steps
 
 
-def _arguments(intent: Intent, steps: list[dict], earlier: list[BaseMessage]) -> list[dict]:
+def _arguments(
+    intent: Intent, steps: list[dict], earlier: list[BaseMessage], previous: str
+) -> list[dict]:
     if intent.kind == "compare":
         expression = _comparison(steps, earlier)
         return [{"expression": expression}] if expression else []
@@ -95,7 +95,7 @@ def _arguments(intent: Intent, steps: list[dict], earlier: list[BaseMessage]) ->
         zh = is_chinese(intent.args.get("text") or "") or any(
             is_chinese(step["reason"]) for step in steps
         )
-        content = _results_text(steps, zh) or intent.args.get("text") or _last_answer(earlier)
+        content = _results_text(steps, zh) or intent.args.get("text") or previous
         return [{"path": intent.args["path"], "content": content}] if content else []
     return tool_args(intent, None) or []  # the remaining kinds do not read the walk
 
@@ -103,7 +103,7 @@ def _arguments(intent: Intent, steps: list[dict], earlier: list[BaseMessage]) ->
 def _comparison(steps: list[dict], earlier: list[BaseMessage]) -> str | None:
     weather = [n for n, step in enumerate(steps, 1) if step["tool"] == "get_weather"]
     if len(weather) >= 2:
-        return f"{{{{step {weather[0]}.high}}}} - {{{{step {weather[1]}.high}}}}"
+        return comparison_expression([f"{{{{step {n}.high}}}}" for n in weather])
     forecasts = [answers.json_object(m.content) for m in earlier if isinstance(m, ToolMessage)]
     highs = [f["high"] for f in forecasts if f and "high" in f]
     return f"{highs[-2]} - {highs[-1]}" if len(highs) >= 2 else None
@@ -128,9 +128,9 @@ def _sentence(number: int, steps: list[dict], zh: bool) -> str:
         compared = [
             int(n) for n in re.findall(r"\{\{step (\d+)\.high\}\}", arguments["expression"])
         ]
-        if len(compared) == 2:
+        if len(compared) >= 2:
             unit = answers.UNIT.get(steps[compared[0] - 1]["arguments"].get("unit"), "°")
-            return _difference_sentence(number, compared, unit, zh)
+            return _difference_sentence(number, list(dict.fromkeys(compared)), unit, zh)
         return f"{arguments['expression']} = {fields.whole}"
     if tool == "remember":
         return "已保存到长期记忆。" if zh else "Saved to long-term memory."
@@ -157,6 +157,13 @@ class _Fields(dict):
 
 
 def _difference_sentence(number: int, compared: list[int], unit: str, zh: bool) -> str:
+    if len(compared) > 2:
+        fields = [_Fields(n) for n in compared]
+        if zh:
+            highs = "、".join(f"{f['city_zh']} {f['high']}{unit}" for f in fields)
+            return f"最高气温的差距（最暖减最冷）：{{{{step {number}}}}}{unit}（{highs}）。"
+        highs = ", ".join(f"{f['city']} {f['high']}{unit}" for f in fields)
+        return f"Spread of highs (warmest minus coldest): {{{{step {number}}}}}{unit} ({highs})."
     first, second = _Fields(compared[0]), _Fields(compared[1])
     highs = f"{first['high']}{unit} vs {second['high']}{unit}"
     if zh:
@@ -320,7 +327,7 @@ def route_args(messages: list[BaseMessage]) -> dict:
     if [i.kind for i in intents] == ["calculate"]:
         expression = intents[0].args["expression"]
         return {"path": "calculator", "expression": expression, "reason": "arithmetic only"}
-    if not intents and SMALL_TALK.search(request):
+    if not intents and answers.SMALL_TALK.match(request):
         return {"path": "small_talk", "expression": None, "reason": "a greeting or thanks"}
     return {"path": "tools", "expression": None, "reason": "needs the tool loop"}
 

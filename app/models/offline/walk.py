@@ -119,7 +119,14 @@ class Walk:
             if result is not None and result.status != "error" and call["name"] == tool
         ]
 
-    def compared_forecasts(self) -> tuple[dict, dict] | None:
+    def failed(self, tool: str) -> bool:
+        return any(
+            result is not None and result.status == "error" and call["name"] == tool
+            for _, pairs in self.outcomes
+            for call, result in pairs
+        )
+
+    def compared_forecasts(self) -> list[dict]:
         return compared_forecasts(self)
 
     def answer(self, earlier: list[str]) -> str:
@@ -130,7 +137,7 @@ class Walk:
         for intent, pairs in self.outcomes:
             parts.extend(answers.describe(intent, pairs, self))
         if not parts:
-            return answers.fallback(self.chinese)
+            return answers.small_talk(self.request, self.chinese) or answers.fallback(self.chinese)
         return "\n".join(parts)
 
 
@@ -143,6 +150,7 @@ TOOL_FOR_INTENT = {
     "weather": "get_weather",
     "compare": "calculator",
     "calculate": "calculator",
+    "unreadable": "calculator",
     "list": "list_files",
     "read": "read_file",
     "write": "write_file",
@@ -165,33 +173,64 @@ def tool_args(intent: Intent, walk: Walk) -> list[dict] | None:
         return [{"query": args["query"]}]
     if kind == "calculate" and "then" in args:  # on the result of the calculation before it
         done = walk.successful("calculator")
-        return [{"expression": f"{done[-1][1]} {args['then']}"}] if done else None
+        if not done:
+            return None
+        previous = done[-1][1]  # a negative result in parentheses: "-7" then "** 2" is (-7) ** 2
+        previous = f"({previous})" if previous.startswith("-") else previous
+        return [{"expression": f"{previous} {args['then']}"}]
     if kind == "calculate":
         return [{"expression": args["expression"]}]
     if kind == "read":
         return [{"path": args["path"]}]
     if kind == "write":
         content = args["content"]
+        if content is None and incomplete(walk):
+            return None  # part of the results would read as all of them
         if content is None:
-            # This turn's results, else the literal text, else "save that": the previous answer.
-            content = walk_summary(walk) or args.get("text") or walk.earlier_answer
+            # This turn's results, else the literal text, else "save that": the previous answer
+            # (only when saving is all the request asks: never an unrelated earlier answer).
+            alone = all(i.kind == "write" for i in walk.intents)
+            content = (
+                walk_summary(walk) or args.get("text") or (walk.earlier_answer if alone else "")
+            )
         return [{"path": args["path"], "content": content}] if content else None
     if kind == "compare":
-        pair = compared_forecasts(walk)
-        return [{"expression": f"{pair[0]['high']} - {pair[1]['high']}"}] if pair else None
+        highs = [str(f["high"]) for f in compared_forecasts(walk)]
+        return [{"expression": comparison_expression(highs)}] if highs else None
     return None
 
 
-def compared_forecasts(walk: Walk) -> tuple[dict, dict] | None:
-    """The two forecasts to compare: from this turn, else the latest two from earlier turns."""
+def compared_forecasts(walk: Walk) -> list[dict]:
+    """The forecasts to compare (two or more, else none): from this turn, else the latest two from
+    earlier turns."""
     current = [json.loads(text) for _, text in walk.successful("get_weather")]
+    if walk.failed("get_weather"):
+        return []  # a ranking without one of the cities asked about would be wrong
     if len(current) >= 2:
-        return current[0], current[1]
+        return current
     earlier = [
         answers.json_object(m.content) for m in walk.earlier_results if m.name == "get_weather"
     ]
     earlier = [f for f in earlier if f and "high" in f]
-    return (earlier[-2], earlier[-1]) if len(earlier) >= 2 else None
+    return earlier[-2:] if len(earlier) >= 2 else []
+
+
+def comparison_expression(highs: list[str]) -> str:
+    """Two highs: their difference (first minus second); more: the spread, warmest minus coldest."""
+    if len(highs) == 2:
+        return f"{highs[0]} - {highs[1]}"
+    listed = ", ".join(highs)
+    return f"max({listed}) - min({listed})"
+
+
+def incomplete(walk: Walk) -> bool:
+    """A result this turn was to gather failed, or a step could not run."""
+    for intent, pairs in walk.outcomes:
+        if intent.kind in {"write", "read", "list"}:
+            continue
+        if not pairs or any(r is None or r.status == "error" for _, r in pairs):
+            return True
+    return False
 
 
 def walk_summary(walk: Walk) -> str:
