@@ -92,6 +92,18 @@ RULE_CASES = [
         None,
     ),
     (
+        "with run ids: a replay's later drive from the head it made (its copy starts the branch)",
+        step(run_id="b"),
+        [row(C, "0004", run_id="b"), row("0004", "0001", "fork", "b"), row("0003", "0002")],
+        None,
+    ),
+    (
+        "nothing stored yet (an engine saving checkpoints behind the run)",
+        step(),
+        [],
+        None,
+    ),
+    (
         "resuming a head another run branched (a rollback): not this run's link",
         step(),
         [row(C, "0001", "update"), row("0004", "0003")],

@@ -95,6 +95,8 @@ def fork_reason(rows: Sequence[Row], step: Step) -> str | None:
     for row, before in links:
         if not _written_by(step, row, rows):
             break
+        if row.source == "fork":  # a branch made on purpose (a replay's copy): it starts here
+            return None
         expected = before.id if before else None
         deliberate = step.start is not None and row.parent == step.start
         if row.parent != expected and not deliberate:

@@ -141,6 +141,8 @@ def make_memory_tools(
         return format_recall(query, items)
 
     return [
-        StructuredTool.from_function(remember, args_schema=RememberArgs),
+        StructuredTool.from_function(
+            remember, args_schema=RememberArgs, metadata={"side_effects": True}
+        ),
         StructuredTool.from_function(recall, args_schema=RecallArgs),
     ]
