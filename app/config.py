@@ -94,6 +94,9 @@ class Settings(BaseSettings):
         default_factory=list, description="Host names the HTTP server answers besides loopback"
     )
     max_body_bytes: int = Field(1024 * 1024, ge=1024, description="largest HTTP request body")
+    run_lease_seconds: float = Field(
+        30.0, ge=1, le=3600, description="how long a server's run outlives its silent process"
+    )
 
     @property
     def chosen_strategy(self) -> str | None:

@@ -1,5 +1,5 @@
 """Two `serve` processes on one PostgreSQL database: turns on many threads through both, and the same
-thread from both at once (one gets 409, nothing is lost)."""
+thread from both at once (`reject` gets 409, `enqueue` waits for the other server's run)."""
 
 from __future__ import annotations
 
@@ -88,7 +88,7 @@ def test_turns_on_many_threads_through_both_servers(servers: tuple[str, str, Hol
         assert humans == ["what is 1 plus 3", "what is 2 plus 3"]
 
 
-def test_the_same_thread_from_both_servers_one_gets_409_and_nothing_is_lost(
+def test_the_same_thread_from_both_servers_runs_in_order_and_nothing_is_lost(
     servers: tuple[str, str, Hold],
 ):
     a, b, hold_a = servers
@@ -102,20 +102,29 @@ def test_the_same_thread_from_both_servers_one_gets_409_and_nothing_is_lost(
                 seen.extend(kinds([event]))
 
     first = threading.Thread(target=slow_run)
-    with hold_a:  # the slow step on server a holds until b has refused the same thread
+    with hold_a:  # the slow step on server a holds until b has seen its run
         first.start()
         deadline = time.monotonic() + 30
         while "tool_call" not in seen:
             assert time.monotonic() < deadline, f"the slow run never reached its tool: {seen}"
             time.sleep(0.02)
-        busy = post_run(b, "shared", "what is 2 plus 3")
+        busy = post_run(b, "shared", "what is 9 minus 1", multitask_strategy="reject")
         assert busy.status_code == 409, busy.text
-        assert "busy" in busy.json()["detail"]
+        assert busy.json()["detail"].startswith("thread shared is running run ")
+        queued = httpx.post(
+            f"{b}/threads/shared/runs", json=run_body("what is 2 plus 3"), timeout=10
+        ).json()
+        assert queued["multitask_strategy"] == "enqueue"
+        # b's run waits for a's: server a sees it pending in the records
+        waiting = httpx.get(f"{a}/threads/shared/runs/{queued['run_id']}", timeout=10).json()
+        assert waiting["status"] == "pending"
+        assert httpx.get(f"{b}/threads/shared", timeout=10).json()["status"] == "busy"
     first.join(timeout=60)
     assert seen[-1] == "final"
 
-    assert run_turn(b, "shared", "what is 2 plus 3")["status"] == "answered"
-    messages = httpx.get(f"{a}/threads/shared", timeout=10).json()["values"]["messages"]
-    humans = [m["content"] for m in messages if m["type"] == "human"]
+    joined = httpx.get(f"{a}/threads/shared/runs/{queued['run_id']}/join", timeout=60).json()
+    humans = [m["content"] for m in joined["messages"] if m["type"] == "human"]
     assert humans == ["do the slow step", "what is 2 plus 3"]  # the refused message was not added
-    assert any(m["type"] == "tool" and "finished" in m["content"] for m in messages)
+    assert any(m["type"] == "tool" and "finished" in m["content"] for m in joined["messages"])
+    listed = httpx.get(f"{a}/threads/shared/runs", timeout=10).json()
+    assert [r["status"] for r in listed] == ["success", "success"]

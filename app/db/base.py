@@ -16,6 +16,8 @@ from app.db.unreadable import UnreadableCheckpointError
 if TYPE_CHECKING:  # LangGraph loads with the saver, which listing threads never needs
     from langgraph.checkpoint.base import BaseCheckpointSaver
 
+    from app.db.run_records import RunTable
+
 __all__ = ["UnreadableCheckpointError", "checkpoint_serializer"]  # with the classes below
 
 
@@ -194,6 +196,11 @@ class Database(ABC):
     def dead_writers(self) -> dict[str, str]:
         """Threads whose writer died mid-run (it left its mark and holds no lock) → that writer."""
 
+    @property
+    @abstractmethod
+    def runs(self) -> RunTable:
+        """The HTTP server's run records, stored next to the threads (app/db/run_records.py)."""
+
     @abstractmethod
     def thread_infos(self) -> dict[str, ThreadInfo]:
         """Every thread record (threads made by a client; others have none), by thread id."""
@@ -206,7 +213,7 @@ class Database(ABC):
 
     @abstractmethod
     def forget_thread_info(self, thread_id: str) -> None:
-        """Remove the thread's record (the thread was deleted)."""
+        """Remove the thread's record and its runs' records (the thread was deleted)."""
 
     @abstractmethod
     def remove(self, thread_id: str, checkpoint_ids: list[str] | None, *, dry_run: bool) -> Removal:

@@ -5,7 +5,9 @@ Server-Sent Events."""
 
 from __future__ import annotations
 
+import contextlib
 import hmac
+from collections.abc import AsyncIterator
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Annotated
@@ -39,7 +41,18 @@ def create_app(
     """The app. With `api_token`, every route but /ok, /health and the page shell needs
     `Authorization: Bearer <token>`. `hosts` are the Host names it answers (default: loopback and
     `settings.allowed_hosts`). No /docs or /redoc: FastAPI's pages load Swagger UI from a CDN."""
+    runs = Runs(settings)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        runs.start()  # renew this server's leases; take over runs whose server died
+        try:
+            yield
+        finally:
+            runs.close()
+
     app = FastAPI(
+        lifespan=lifespan,
         title="Waypoint",
         version=_version(),
         description="A LangGraph agent whose every step is a durable checkpoint.",
@@ -48,7 +61,7 @@ def create_app(
         openapi_url=None,
     )
     app.state.settings = settings
-    app.state.runs = Runs()
+    app.state.runs = runs
     allowed = hosts if hosts is not None else allowed_hosts("127.0.0.1", settings.allowed_hosts)
     app.add_middleware(RequestGuard, allowed_hosts=allowed, max_body_bytes=settings.max_body_bytes)
     app.add_exception_handler(AppError, _app_error)

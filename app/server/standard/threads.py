@@ -14,15 +14,20 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.config import Settings
 from app.db import open_database
-from app.errors import NotFoundError, UsageError
+from app.db.run_records import RunRecord
+from app.errors import NotFoundError
 from app.server.events import sse
 from app.server.params import ThreadId
 from app.server.standard.runs import (
+    POLL_FIRST,
+    POLL_MOST,
+    AnyRun,
     Run,
     RunRequest,
     Runs,
     error_event,
     first_problem,
+    record_values,
     start_run,
     stream_events,
 )
@@ -102,7 +107,7 @@ def routes() -> APIRouter:
             "updated_at": view.updated_at,
             "state_updated_at": view.updated_at,
             "metadata": view.metadata,
-            "status": _status(runs_of(request), view.thread_id, head),
+            "status": _status(runs_of(request), database, view.thread_id, head),
             "config": {},
             "values": jsonable(head.values) if head is not None else None,
             "interrupts": task_interrupts(head),
@@ -159,8 +164,7 @@ def routes() -> APIRouter:
     def delete_thread(request: Request, thread_id: ThreadId) -> Response:
         settings = settings_of(request)
         with open_database(settings.database, settings.busy_timeout) as database:
-            api.delete_thread(database, thread_id)
-        runs_of(request).forget_thread(thread_id)
+            api.delete_thread(database, thread_id)  # its runs' records go with it
         return Response(status_code=204)
 
     @api_router.post("/threads/{thread_id}/copy", tags=["threads"])
@@ -234,7 +238,8 @@ def routes() -> APIRouter:
 
     @api_router.post("/threads/{thread_id}/runs", tags=["runs"])
     async def create_run(request: Request, thread_id: ThreadId, body: RunRequest) -> dict:
-        """A run in the background: join, get, list or cancel it by id."""
+        """A run in the background: join, get, list or cancel it by id (through any server on
+        the same database)."""
         run = await asyncio.to_thread(
             start_run, settings_of(request), runs_of(request), thread_id, body
         )
@@ -248,9 +253,8 @@ def routes() -> APIRouter:
         offset: Annotated[int, Query(ge=0)] = 0,
         status: str | None = None,
     ) -> list:
-        found = [r.as_json() for r in runs_of(request).of_thread(thread_id)]
-        found = [r for r in found if status in (None, r["status"])]
-        return found[offset : offset + limit]
+        found = runs_of(request).of_thread(thread_id, limit=limit, offset=offset, status=status)
+        return [r.as_json() for r in found]
 
     @api_router.get("/threads/{thread_id}/runs/{run_id}", tags=["runs"])
     def get_run(request: Request, thread_id: ThreadId, run_id: str) -> dict:
@@ -258,16 +262,23 @@ def routes() -> APIRouter:
 
     @api_router.get("/threads/{thread_id}/runs/{run_id}/join", tags=["runs"])
     async def join_run(request: Request, thread_id: ThreadId, run_id: str):  # type: ignore[no-untyped-def]
-        run = runs_of(request).get(thread_id, run_id)
-        await asyncio.to_thread(run.done.wait)
-        return _outcome(run)
+        """The thread's values when the run ends (wherever it runs)."""
+        run = await _ended(runs_of(request), thread_id, run_id)
+        if isinstance(run, Run):
+            return _outcome(run)
+        return await asyncio.to_thread(_recorded_outcome, settings_of(request), run)
 
     @api_router.get(
         "/threads/{thread_id}/runs/{run_id}/stream", responses=SSE_RESPONSE, tags=["runs"]
     )
-    def join_stream(request: Request, thread_id: ThreadId, run_id: str) -> StreamingResponse:
-        """The run's events from its start, then live until it ends."""
-        return _sse(runs_of(request).get(thread_id, run_id), cancel_on_disconnect=False)
+    async def join_stream(request: Request, thread_id: ThreadId, run_id: str) -> StreamingResponse:
+        """The run's events (those kept) live until it ends; of a run that ended, or that runs on
+        another server, its final values when it ends."""
+        runs = runs_of(request)
+        run = await asyncio.to_thread(runs.get, thread_id, run_id)
+        if isinstance(run, Run):
+            return _sse(run, cancel_on_disconnect=False)
+        return _record_sse(runs, run)
 
     @api_router.post("/threads/{thread_id}/runs/{run_id}/cancel", status_code=202, tags=["runs"])
     async def cancel_run(
@@ -277,18 +288,18 @@ def routes() -> APIRouter:
         wait: bool = False,
         action: Literal["interrupt"] = "interrupt",
     ) -> dict:
-        """Stop the run after its current step, as Ctrl-C does in the terminal."""
-        run = runs_of(request).get(thread_id, run_id)
-        run.stop.set()
+        """Stop the run after its current step, as Ctrl-C does in the terminal (a run on another
+        server stops when that server next renews its lease)."""
+        runs = runs_of(request)
+        run = await asyncio.to_thread(runs.get, thread_id, run_id)
+        await asyncio.to_thread(runs.cancel, run)
         if wait:
-            await asyncio.to_thread(run.done.wait)
+            run = await _ended(runs, thread_id, run_id)
         return run.as_json()
 
     @api_router.delete("/threads/{thread_id}/runs/{run_id}", status_code=204, tags=["runs"])
     def delete_run(request: Request, thread_id: ThreadId, run_id: str) -> Response:
-        run = runs_of(request).get(thread_id, run_id)
-        if not run.done.is_set():
-            raise UsageError(f"run {run_id} is still running; cancel it first")
+        runs_of(request).delete(thread_id, run_id)
         return Response(status_code=204)
 
     return api_router
@@ -319,13 +330,12 @@ def _history(settings: Settings, thread_id: str, body: HistoryRequest) -> list:
     return [state_json(s) for s in states]
 
 
-def _status(runs: Runs, thread_id: str, head: Any) -> str:
-    active = runs.active(thread_id)
-    if active is not None:
+def _status(runs: Runs, database: Any, thread_id: str, head: Any) -> str:
+    if runs.active(thread_id, database.runs):
         return "busy"
     if head is not None and head.interrupts:
         return "interrupted"
-    last = next(iter(runs.of_thread(thread_id)), None)
+    last = next(iter(database.runs.of_thread(thread_id, limit=1)), None)
     return "error" if last is not None and last.status == "error" else "idle"
 
 
@@ -359,6 +369,51 @@ def _sse(run: Run, *, cancel_on_disconnect: bool) -> StreamingResponse:
         "X-Accel-Buffering": "no",
         "Content-Location": f"/threads/{run.thread_id}/runs/{run.run_id}",
     }
+    return StreamingResponse(frames(), media_type="text/event-stream", headers=headers)
+
+
+async def _ended(runs: Runs, thread_id: str, run_id: str) -> AnyRun:
+    """The run once it has ended: waited for here, or its record looked at again and again (with a
+    growing pause) while another server runs it."""
+    delay = POLL_FIRST
+    while True:
+        run = await asyncio.to_thread(runs.get, thread_id, run_id)
+        if isinstance(run, Run):
+            await asyncio.to_thread(run.done.wait)
+            return run
+        if not run.active:
+            return run
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, POLL_MOST)
+
+
+def _recorded_outcome(settings: Settings, record: RunRecord) -> Any:
+    if record.error is not None:
+        return JSONResponse({"__error__": record.error}, status_code=200)
+    values = record_values(settings, record)
+    if values is None:
+        raise NotFoundError(f"run {record.run_id} ended without a state (status {record.status})")
+    return values
+
+
+def _record_sse(runs: Runs, record: RunRecord) -> StreamingResponse:
+    """A run this server does not run: its metadata, then (when it ends) its values or error."""
+
+    async def frames():  # type: ignore[no-untyped-def]
+        yield sse("metadata", {"run_id": record.run_id, "attempt": 1})
+        run = await _ended(runs, record.thread_id, record.run_id)
+        if isinstance(run, Run):  # this server took it over meanwhile
+            async for name, data in stream_events(run, cancel_on_disconnect=False):
+                yield sse(name, data)
+            return
+        if run.error is not None:
+            yield sse("error", run.error)
+            return
+        values = await asyncio.to_thread(record_values, runs.settings, run)
+        if values is not None:
+            yield sse("values", values)
+
+    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
     return StreamingResponse(frames(), media_type="text/event-stream", headers=headers)
 
 
