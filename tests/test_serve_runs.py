@@ -10,9 +10,15 @@ from pathlib import Path
 import httpx
 import pytest
 from fastapi.testclient import TestClient
+from langchain_core.messages import HumanMessage
 
 from app.config import load_settings
+from app.db import open_database
+from app.db.run_records import RunRecord
 from app.server.api import create_app
+from app.server.standard.run_recovery import Keeper
+from app.server.standard.runs import Runs
+from app.service.runtime import open_runtime
 from tests.openai_server import OpenAIServer, hang, text
 from tests.server_process import parse_sse, plain_server
 
@@ -120,3 +126,53 @@ def test_a_run_killed_with_its_server_is_resumed_by_a_second_server(
     assert len(held_model.completions) == 2
     held_model.assert_done()
     assert "taking over run" in (second_tmp / "server.log").read_text()
+
+
+class Ignored:
+    """An event sink that drops everything (the turn is only set up)."""
+
+    def emit(self, event: object) -> None:
+        pass
+
+    def partial_answer(self) -> str:
+        return ""
+
+
+def test_a_taken_over_run_that_would_repeat_a_side_effect_is_marked_and_its_step_closed(
+    isolated: Path,
+):
+    settings = load_settings()
+    with open_runtime(settings, approval="auto") as runtime:  # a run that died before its tools
+        turn = runtime.session("fx")._run(Ignored(), 1, {"turn": 1, "preview": "write"})
+        message = HumanMessage("write 'hello' to a.txt", id="human-1")
+        turn.drive({"messages": [message]}, interrupt_before=["tools"])
+    dead = RunRecord(
+        "run-fx",
+        "fx",
+        "waypoint",
+        "pending",
+        "2026-06-15T10:30:00.000000+00:00",
+        "2026-06-15T10:30:00.000000+00:00",
+        kwargs={"input": user("write 'hello' to a.txt")},
+        owner="a-dead-server",
+    )
+    with open_database(settings.database) as db:
+        db.runs.add(dead, lease_seconds=-1)
+        db.runs.update("run-fx", "a-dead-server", "2026-06-15T10:30:01+00:00", status="running")
+
+    runs = Runs(settings)
+    Keeper(runs).tick()
+    taken = runs.live("run-fx")
+    assert taken is not None and taken.done.wait(WAIT)
+
+    with open_database(settings.database) as db:
+        record = db.runs.get("fx", "run-fx")
+    assert record is not None and record.status == "error" and record.owner is None
+    assert record.error["error"] == "RunLostError"
+    assert "stopped while write_file ran" in record.error["message"]
+    assert not (isolated / "workspace" / "a.txt").exists()  # not run a second time
+    client = TestClient(create_app(settings), base_url="http://localhost")
+    thread = client.get("/threads/fx").json()
+    assert thread["status"] == "error" and thread["values"]["status"] == "cancelled"
+    messages = thread["values"]["messages"]
+    assert messages[-1]["type"] == "tool" and "interrupted" in messages[-1]["content"]

@@ -305,7 +305,8 @@ class Runs:
     def stop_live(self, run_id: str) -> None:
         """A client asked (through any server) to cancel this run."""
         run = self.live(run_id)
-        if run is not None:
+        if run is not None and not run.stop.is_set():
+            log.warning("run %s is cancelled (asked through another server)", run_id)
             run.stop.set()
 
     def wait_for_earlier(self, run: Run) -> None:
