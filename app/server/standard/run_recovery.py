@@ -76,6 +76,8 @@ class Keeper:
 
 def take_over(runs: Runs, record: RunRecord) -> None:
     """Carry on a run this process just claimed (its server died), in a worker of its own."""
+    if runs.live(record.run_id) is not None:
+        return  # this process's own run, whose renewal came late: it runs here still
     log.warning(
         "taking over run %s of thread %s (its server stopped)", record.run_id, record.thread_id
     )
