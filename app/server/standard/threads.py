@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from app.config import Settings
 from app.db import open_database
 from app.db.run_records import RunRecord
-from app.errors import NotFoundError
+from app.errors import AppError, NotFoundError
 from app.server.events import sse
 from app.server.params import ThreadId
 from app.server.standard.runs import (
@@ -409,7 +409,11 @@ def _record_sse(runs: Runs, record: RunRecord) -> StreamingResponse:
         if run.error is not None:
             yield sse("error", run.error)
             return
-        values = await asyncio.to_thread(record_values, runs.settings, run)
+        try:
+            values = await asyncio.to_thread(record_values, runs.settings, run)
+        except AppError as exc:  # its checkpoint was pruned or rolled away since
+            yield sse("error", error_event(exc))
+            return
         if values is not None:
             yield sse("values", values)
 
