@@ -3,11 +3,11 @@ leased, taken over exactly once, and gone with their thread; on SQLite and Postg
 
 from __future__ import annotations
 
-import sqlite3
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
-from app.db import open_database
+import pytest
+
+from app.db import open_database, pg_setup
 from app.db.run_records import RunRecord
 from app.service import api
 from tests.conftest import run_cli
@@ -104,11 +104,17 @@ def test_renewing_keeps_a_lease_and_reports_cancels_asked_through_any_server(dat
         assert not db.runs.request_cancel("t1", "run-001")  # it has ended
 
 
-def test_an_earlier_database_gets_the_runs_table_and_keeps_its_threads(db_path: Path):
-    assert run_cli("chat", "-t", "old", "-m", "what is 2 plus 3").returncode == 0
-    with sqlite3.connect(db_path) as conn:  # as a database from before run records
-        conn.execute("DROP TABLE waypoint_runs")
-    with open_database(db_path) as db:
+def test_an_earlier_database_gets_the_runs_table_and_keeps_its_threads(
+    database: str, monkeypatch: pytest.MonkeyPatch
+):
+    assert run_cli("chat", "--db", database, "-t", "old", "-m", "what is 2 plus 3").returncode == 0
+    with open_database(database) as db:  # as a database from before run records
+        if db.kind == "sqlite":
+            db.connection.execute("DROP TABLE waypoint_runs")
+        else:
+            db.conn.execute("DROP TABLE waypoint_runs")
+    monkeypatch.setattr(pg_setup, "_MIGRATED", set())  # a new process: migrations run again
+    with open_database(database) as db:
         assert db.runs.of_thread("old") == []
         db.runs.add(record("run-001", "old"), lease_seconds=30)
         assert [r.thread_id for r in db.thread_rows()] == ["old"]
