@@ -22,7 +22,8 @@ RUNS_PER_THREAD_SPREAD = 10  # the spread case: N runs over N / 10 threads
 
 
 def serve_memory(workdir: Path, runs: int) -> dict[str, dict]:
-    """{case: {"runs", "early_runs", "threads", "rss_early_mib", "rss_end_mib", "seconds"}}."""
+    """{case: {"runs", "threads", "early_runs", "half_runs", "rss_early_mib", "rss_half_mib",
+    "rss_end_mib", "seconds"}}."""
     return {
         "one thread": _measure(workdir / "serve-one", runs, threads=1),
         "many threads": _measure(
@@ -32,17 +33,21 @@ def serve_memory(workdir: Path, runs: int) -> dict[str, dict]:
 
 
 def figures(found: dict[str, dict]) -> list[Figure]:
-    """One row per case: RSS after N runs next to RSS after 100 (the ratio is the growth)."""
+    """Per case, RSS after N runs next to RSS after 100 and after N/2 (the ratio is the growth;
+    the second shows whether it has levelled off)."""
     return [
         Figure(
             "serve runs",
-            f"RSS after {case['runs']} runs vs after {case['early_runs']} "
-            f"({case['threads']} threads)",
+            f"RSS after {case['runs']} runs vs after {early} ({case['threads']} threads)",
             "MiB",
             case["rss_end_mib"],
-            case["rss_early_mib"],
+            case[key],
         )
         for case in found.values()
+        for early, key in (
+            (case["early_runs"], "rss_early_mib"),
+            (case["half_runs"], "rss_half_mib"),
+        )
     ]
 
 
@@ -60,13 +65,15 @@ def _measure(directory: Path, runs: int, threads: int) -> dict:
             }
             answer = client.post(f"/threads/{thread}/runs/wait", json=body)
             answer.raise_for_status()
-            if n + 1 in (min(EARLY, runs), runs):
+            if n + 1 in (min(EARLY, runs), max(1, runs // 2), runs):
                 readings[n + 1] = _rss_mib(process.pid)
     return {
         "runs": runs,
         "early_runs": min(EARLY, runs),
+        "half_runs": max(1, runs // 2),
         "threads": threads,
         "rss_early_mib": readings[min(EARLY, runs)],
+        "rss_half_mib": readings[max(1, runs // 2)],
         "rss_end_mib": readings[runs],
         "seconds": time.perf_counter() - started,
     }

@@ -107,6 +107,9 @@ def test_the_serve_memory_rows_measure_a_real_server(tmp_path: Path):
     found = serve_memory.serve_memory(tmp_path, runs=4)
     assert [(c["runs"], c["threads"]) for c in found.values()] == [(4, 1), (4, 1)]
     rows = serve_memory.figures(found)
-    assert [r.workload for r in rows] == ["serve runs", "serve runs"]
+    assert [r.workload for r in rows] == ["serve runs"] * 4
     assert all(r.unit == "MiB" and r.waypoint > 10 and r.baseline > 10 for r in rows)
-    assert rows[0].metric == "RSS after 4 runs vs after 4 (1 threads)"
+    assert [r.metric for r in rows[:2]] == [
+        "RSS after 4 runs vs after 4 (1 threads)",
+        "RSS after 4 runs vs after 2 (1 threads)",
+    ]
