@@ -380,6 +380,11 @@ class Runs:
         with self.records() as records:
             records.delete(thread_id, run_id)
 
+    def forget_thread(self, thread_id: str) -> None:
+        """The thread was deleted: its runs' records go (deleting the thread removes them too)."""
+        with self.records() as records:
+            records.forget_thread(thread_id)
+
     # the keeper -----------------------------------------------------------------------------------
 
     def start(self) -> None:
