@@ -179,3 +179,29 @@ def test_a_run_on_one_server_is_cancelled_through_the_other(servers: tuple[str, 
     assert ended.json()["status"] == "interrupted"
     thread = httpx.get(f"{a}/threads/stopped", timeout=10).json()
     assert thread["status"] == "idle" and thread["values"]["status"] == "cancelled"
+
+
+def test_runs_enqueued_through_both_servers_run_in_the_order_they_were_made(
+    servers: tuple[str, str, Hold],
+):
+    a, b, hold_a = servers
+    body = run_body("do the slow step", if_not_exists="create")
+    with hold_a:  # the first run holds while the others are enqueued behind it
+        first = httpx.post(f"{a}/threads/queue2/runs", json=body, timeout=10).json()
+        queued = [
+            httpx.post(
+                f"{base}/threads/queue2/runs", json=run_body(f"what is {n} plus {n}"), timeout=10
+            ).json()
+            for n, base in enumerate((b, a, b, a), start=1)
+        ]
+        statuses = [
+            httpx.get(f"{a}/threads/queue2/runs/{run['run_id']}", timeout=10).json()["status"]
+            for run in queued
+        ]
+        assert statuses == ["pending"] * 4
+    last = httpx.get(f"{b}/threads/queue2/runs/{queued[-1]['run_id']}/join", timeout=60).json()
+    humans = [m["content"] for m in last["messages"] if m["type"] == "human"]
+    assert humans == ["do the slow step", *(f"what is {n} plus {n}" for n in range(1, 5))]
+    listed = httpx.get(f"{a}/threads/queue2/runs", timeout=10).json()
+    assert [r["run_id"] for r in listed] == [r["run_id"] for r in reversed([first, *queued])]
+    assert {r["status"] for r in listed} == {"success"}

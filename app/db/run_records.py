@@ -142,15 +142,15 @@ class RunTable:
 
     def active(self, thread_id: str, *, before: RunRecord | None = None) -> list[RunRecord]:
         """The thread's pending or running runs whose process is alive (its lease holds), oldest
-        first; with `before`, only those made before it by another process."""
+        first; with `before`, only those made before that run."""
         sql = (
             f"SELECT {COLUMNS} FROM waypoint_runs WHERE thread_id = ? AND {IS_ACTIVE} "
             "AND lease_expires > {now}"
         )
         params: tuple = (thread_id,)
         if before is not None:
-            sql += " AND (created_at < ? OR (created_at = ? AND run_id < ?)) AND COALESCE(owner, '') <> ?"
-            params += (before.created_at, before.created_at, before.run_id, before.owner or "")
+            sql += " AND (created_at < ? OR (created_at = ? AND run_id < ?))"
+            params += (before.created_at, before.created_at, before.run_id)
         rows = self._rows(sql + " ORDER BY created_at, run_id", params)
         return [_record(row) for row in rows]
 

@@ -310,16 +310,22 @@ class Runs:
             run.stop.set()
 
     def wait_for_earlier(self, run: Run) -> None:
-        """Enqueue across servers: wait until the thread's runs made before this one on other
-        servers have ended (this server's own are ordered by the gate)."""
+        """Enqueue on every server: wait until the thread's runs made before this one have ended,
+        here (their end is awaited) or on another server (their record is looked at again, with
+        a growing pause). Runs wait only for earlier ones, so no two wait for each other."""
         delay = POLL_FIRST
         mine = run.record(self.token)
         while not run.stop.is_set():
             with self.records() as records:
-                if not records.active(run.thread_id, before=mine):
-                    return
-            run.stop.wait(delay)
-            delay = min(delay * 2, POLL_MOST)
+                earlier = records.active(run.thread_id, before=mine)
+            if not earlier:
+                return
+            here = self.live(earlier[0].run_id)
+            if here is not None:
+                here.done.wait(POLL_MOST)
+            else:
+                run.stop.wait(delay)
+                delay = min(delay * 2, POLL_MOST)
 
     def wait_all(self, timeout: float) -> None:
         """At shutdown: let running turns finish their step and close (they hold thread locks)."""
@@ -517,8 +523,8 @@ def _work(
     gate = runs.gate(run.thread_id)
     run.publish("metadata", {"run_id": run.run_id, "attempt": 1 if taken_over is None else 2})
     try:
+        runs.wait_for_earlier(run)
         with gate:
-            runs.wait_for_earlier(run)
             if run.stop.is_set():
                 raise TurnInterrupted("the run was cancelled before it started")
             runs.mark_running(run, note_head=taken_over is None or taken_over.status == "pending")
