@@ -42,6 +42,7 @@ class Keeper:
 
     def __init__(self, runs: Runs) -> None:
         self.runs = runs
+        self._failing = False
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="run-keeper", daemon=True)
 
@@ -60,16 +61,24 @@ class Keeper:
 
     def tick(self) -> None:
         runs = self.runs
-        # The keeper must outlive a database that is briefly away (locked, restarting): a failed
-        # tick is logged and the next one tries again.
+        # The keeper must outlive a database that is briefly away (locked, restarting): the next
+        # tick tries again, and an outage is logged once.
         try:
             with runs.records() as records:
                 for run_id in records.renew(runs.token, runs.lease):
                     runs.stop_live(run_id)
                 claimed = records.claim_expired(runs.token, runs.lease)
-        except Exception:
-            log.exception("the run keeper could not reach the database; trying again")
+        except AppError as exc:
+            if not self._failing:
+                log.error("the run keeper cannot use the database (%s); trying again", exc)
+            self._failing = True
             return
+        except Exception:  # a bug, or a driver error no boundary mapped: with its traceback
+            log.exception("the run keeper failed; trying again")
+            return
+        if self._failing:
+            log.warning("the run keeper reaches the database again")
+        self._failing = False
         for record in claimed:
             take_over(runs, record)
 
