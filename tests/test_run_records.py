@@ -119,3 +119,14 @@ def test_an_earlier_database_gets_the_runs_table_and_keeps_its_threads(
         db.runs.add(record("run-001", "old"), lease_seconds=30)
         assert [r.thread_id for r in db.thread_rows()] == ["old"]
         assert db.runs.get("old", "run-001") is not None
+
+
+def test_a_started_run_notes_the_head_it_started_from_once(database: str):
+    with open_database(database) as db:
+        db.runs.add(record("run-001", "fresh"), lease_seconds=30)
+        db.runs.start("run-001", "server-a", "2026-06-15T10:30:01.000000+00:00")
+        started = db.runs.get("fresh", "run-001")
+        assert started is not None and started.status == "running"
+        assert started.head_before == "" == db.runs.head_id("fresh")  # no checkpoint yet
+        db.runs.start("run-001", "server-a", "2026-06-15T10:30:02.000000+00:00")  # taken over
+        assert db.runs.get("fresh", "run-001").head_before == ""

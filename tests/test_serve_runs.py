@@ -142,10 +142,6 @@ def test_a_taken_over_run_that_would_repeat_a_side_effect_is_marked_and_its_step
     isolated: Path,
 ):
     settings = load_settings()
-    with open_runtime(settings, approval="auto") as runtime:  # a run that died before its tools
-        turn = runtime.session("fx")._run(Ignored(), 1, {"turn": 1, "preview": "write"})
-        message = HumanMessage("write 'hello' to a.txt", id="human-1")
-        turn.drive({"messages": [message]}, interrupt_before=["tools"])
     dead = RunRecord(
         "run-fx",
         "fx",
@@ -156,9 +152,13 @@ def test_a_taken_over_run_that_would_repeat_a_side_effect_is_marked_and_its_step
         kwargs={"input": user("write 'hello' to a.txt")},
         owner="a-dead-server",
     )
-    with open_database(settings.database) as db:
+    with open_database(settings.database) as db:  # its server started it, then died
         db.runs.add(dead, lease_seconds=-1)
-        db.runs.update("run-fx", "a-dead-server", "2026-06-15T10:30:01+00:00", status="running")
+        db.runs.start("run-fx", "a-dead-server", "2026-06-15T10:30:01.000000+00:00")
+    with open_runtime(settings, approval="auto") as runtime:  # ... just before its tools ran
+        turn = runtime.session("fx")._run(Ignored(), 1, {"turn": 1, "preview": "write"})
+        message = HumanMessage("write 'hello' to a.txt", id="human-1")
+        turn.drive({"messages": [message]}, interrupt_before=["tools"])
 
     runs = Runs(settings)
     Keeper(runs).tick()

@@ -3,7 +3,6 @@ deletes Waypoint runs itself (listing, indexing, sizes, pruning), each written o
 
 from __future__ import annotations
 
-import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
@@ -11,14 +10,17 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 from app.db.compressed import CompressedSerializer
 from app.db.location import DatabaseLocation
+from app.db.run_records import RunTable, json_object
 from app.db.unreadable import UnreadableCheckpointError
 
 if TYPE_CHECKING:  # LangGraph loads with the saver, which listing threads never needs
     from langgraph.checkpoint.base import BaseCheckpointSaver
 
-    from app.db.run_records import RunTable
-
-__all__ = ["UnreadableCheckpointError", "checkpoint_serializer"]  # with the classes below
+__all__ = [
+    "UnreadableCheckpointError",
+    "checkpoint_serializer",
+    "json_object",
+]  # with the classes below
 
 
 def checkpoint_serializer() -> CompressedSerializer:
@@ -68,15 +70,6 @@ class SpaceReport:
 class Health:
     ok: bool
     detail: str
-
-
-def json_object(text: str | None) -> dict:
-    """A JSON text's object, or {} for anything else (a damaged or foreign value)."""
-    try:
-        value = json.loads(text or "{}")
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,6 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from app.db.base import json_object
-
 RUNS_KEPT_PER_THREAD = 100  # finished runs kept per thread; older ones are pruned as runs are added
 ACTIVE = ("pending", "running")
 IS_ACTIVE = "status IN ('pending', 'running')"
@@ -81,6 +79,15 @@ class RunRecord:
             "kwargs": self.kwargs,
             "multitask_strategy": self.multitask_strategy,
         }
+
+
+def json_object(text: str | None) -> dict:
+    """A stored JSON object, or {} for anything else (a damaged or foreign value)."""
+    try:
+        value = json.loads(text or "{}")
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def _record(row: tuple) -> RunRecord:
@@ -154,13 +161,14 @@ class RunTable:
         rows = self._rows(sql + " ORDER BY created_at, run_id", params)
         return [_record(row) for row in rows]
 
-    def head_id(self, thread_id: str) -> str | None:
-        """The id of the thread's newest root checkpoint (its head), if it has any."""
+    def head_id(self, thread_id: str) -> str:
+        """The id of the thread's newest root checkpoint (its head); "" when it has none."""
         rows = self._rows(
-            "SELECT MAX(checkpoint_id) FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ''",
+            "SELECT COALESCE(MAX(checkpoint_id), '') FROM checkpoints "
+            "WHERE thread_id = ? AND checkpoint_ns = ''",
             (thread_id,),
         )
-        return rows[0][0] if rows else None
+        return rows[0][0] if rows else ""
 
     # writes ---------------------------------------------------------------------------------------
 
@@ -205,6 +213,19 @@ class RunTable:
         sql = f"UPDATE waypoint_runs SET {assignments} WHERE run_id = ? AND owner = ? RETURNING 1"
         [rows] = self._write((sql, (*values, at, run_id, holder)))
         return bool(rows)
+
+    def start(self, run_id: str, holder: str, at: str) -> None:
+        """The run starts its turn: `running`, and, the first time, the thread's head then ("" for
+        a thread without checkpoints), which a server taking the run over compares."""
+        head = (
+            "(SELECT COALESCE(MAX(checkpoint_id), '') FROM checkpoints "
+            "WHERE thread_id = waypoint_runs.thread_id AND checkpoint_ns = '')"
+        )
+        sql = (
+            f"UPDATE waypoint_runs SET status = 'running', updated_at = ?, "
+            f"head_before = COALESCE(head_before, {head}) WHERE run_id = ? AND owner = ?"
+        )
+        self._write((sql, (at, run_id, holder)))
 
     def finish(self, run_id: str, holder: str, at: str, **fields: Any) -> bool:
         """Record how the run ended, and end its lease."""

@@ -28,6 +28,7 @@ from app.server.hosts import allowed_hosts
 from app.server.openapi import document
 from app.server.params import ThreadId
 from app.server.standard import assistants, store, threads
+from app.server.standard.run_recovery import Keeper
 from app.server.standard.runs import RunRequest, Runs
 from app.service.session import new_thread_id
 
@@ -45,11 +46,12 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        runs.start()  # renew this server's leases; take over runs whose server died
+        keeper = Keeper(runs)  # renews this server's leases; takes over runs whose server died
+        keeper.start()
         try:
             yield
         finally:
-            runs.close()
+            keeper.stop()
 
     app = FastAPI(
         lifespan=lifespan,

@@ -4,6 +4,7 @@ checkpoint, or marking it `error` when that would repeat a side effect (docs/not
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable
@@ -37,8 +38,9 @@ class RunLostError(AppError):
 
 
 class Keeper:
-    """A daemon thread: every third of the lease, renew this process's leases, stop the runs a
-    client cancelled through another server, and take over runs whose lease ran out."""
+    """A daemon thread, from the server's start to its shutdown: every third of the lease, renew
+    this process's leases, stop the runs a client cancelled through another server, and take over
+    runs whose lease ran out (the first look at once)."""
 
     def __init__(self, runs: Runs) -> None:
         self.runs = runs
@@ -104,7 +106,8 @@ def take_over(runs: Runs, record: RunRecord) -> None:
         policy = _policy(settings, spec, request.chosen)
     except ForbiddenError:  # auto-approved on its server, not on this one: ask instead
         policy = "ask"
-    _start_worker(settings, runs, run, request, spec, policy, found.strategy, taken_over=record)
+    takeover = functools.partial(carry_on, record)
+    _start_worker(settings, runs, run, request, spec, policy, found.strategy, takeover)
 
 
 def _give_up(runs: Runs, run: Run, exc: Exception) -> None:
@@ -119,13 +122,14 @@ def carry_on(
     runtime: Runtime,
     session: ChatSession,
     sink: StandardSink,
-    again: Callable[[], None],
+    from_the_start: Callable[[], None],
 ) -> None:
-    """Carry on a run that was running when its server died, under the thread's lock: run it from
-    the start if it had not changed the thread yet, else resume the thread's unfinished step, unless
-    that would run a tool with side effects again."""
-    if runtime.database.runs.head_id(record.thread_id) == record.head_before:
-        again()  # it died before its first step was saved: nothing of it is in the thread
+    """Carry on a run that was pending or running when its server died: run it from the start if
+    it had not changed the thread yet, else resume the thread's unfinished step, unless that would
+    run a tool with side effects again (then the step is closed and the run fails)."""
+    started = record.status == "running" and record.head_before is not None
+    if not started or runtime.database.runs.head_id(record.thread_id) == record.head_before:
+        from_the_start()  # nothing of it is in the thread yet
         return
     if session.pending_step() is None:
         return  # its turn had ended (or waits for an approval): only the record was behind

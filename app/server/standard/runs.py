@@ -229,7 +229,7 @@ AnyRun = Run | RunRecord
 class Runs:
     """The live runs of this process, the records of every run on the database (whichever server
     runs it), and the gate that orders a thread's runs here. `token` names this process as the
-    owner of the runs it runs; its keeper renews their leases (run_recovery.py)."""
+    owner of the runs it runs; the keeper (run_recovery.py) renews their leases."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -238,7 +238,6 @@ class Runs:
         self._live: dict[str, Run] = {}
         self._gates: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
-        self._keeper: Any = None
 
     @contextlib.contextmanager
     def records(self) -> Iterator[RunTable]:
@@ -267,12 +266,12 @@ class Runs:
         with self._lock:
             return self._gates.setdefault(thread_id, threading.Lock())
 
-    def mark_running(self, run: Run, *, note_head: bool = True) -> None:
-        """The run starts its turn: noted with the thread's head (what a takeover compares)."""
+    def mark_running(self, run: Run) -> None:
+        """The run starts its turn; its record notes the thread's head then, the first time (what
+        a server that takes the run over compares)."""
         run.set_status("running")
         with self.records() as records:
-            head = {"head_before": records.head_id(run.thread_id)} if note_head else {}
-            records.update(run.run_id, self.token, run.updated_at, status="running", **head)
+            records.start(run.run_id, self.token, run.updated_at)
 
     def finish(self, run: Run) -> None:
         """Store how the run ended; it leaves this process's memory."""
@@ -391,23 +390,6 @@ class Runs:
         with self.records() as records:
             records.forget_thread(thread_id)
 
-    # the keeper -----------------------------------------------------------------------------------
-
-    def start(self) -> None:
-        """Renew this process's leases and take over runs whose server died (now and periodically)."""
-        from app.server.standard.run_recovery import Keeper
-
-        with self._lock:
-            if self._keeper is None:
-                self._keeper = Keeper(self)
-                self._keeper.start()
-
-    def close(self) -> None:
-        with self._lock:
-            keeper, self._keeper = self._keeper, None
-        if keeper is not None:
-            keeper.stop()
-
 
 def start_run(settings: Settings, runs: Runs, thread_id: str, request: RunRequest) -> Run:
     """Check the request, make the run and start its worker. Problems a client can fix (a bad
@@ -463,6 +445,11 @@ STORED_KWARGS = {
 }
 
 
+# Carries on a run taken over from a server that died, in its worker, with the run's runtime,
+# session and sink, and what runs the request from the start (run_recovery.carry_on).
+Takeover = Callable[[Runtime, ChatSession, "StandardSink", Callable[[], None]], None]
+
+
 def _start_worker(
     settings: Settings,
     runs: Runs,
@@ -471,11 +458,11 @@ def _start_worker(
     spec: RunSpec,
     policy: str,
     strategy: str,
-    taken_over: RunRecord | None = None,
+    takeover: Takeover | None = None,
 ) -> None:
     worker = threading.Thread(
         target=_work,
-        args=(settings, runs, run, request, spec, policy, strategy, taken_over),
+        args=(settings, runs, run, request, spec, policy, strategy, takeover),
         name=f"run-{run.run_id[:8]}",
         daemon=True,
     )
@@ -516,31 +503,30 @@ def _work(
     spec: RunSpec,
     policy: str,
     strategy: str,
-    taken_over: RunRecord | None = None,
+    takeover: Takeover | None = None,
 ) -> None:
-    """Run it (or, `taken_over` from a server that died, carry it on): its status, events and end
+    """Run it (or carry on a run taken over from a server that died): its status, events and end
     go to its record and its listeners."""
     gate = runs.gate(run.thread_id)
-    run.publish("metadata", {"run_id": run.run_id, "attempt": 1 if taken_over is None else 2})
+    run.publish("metadata", {"run_id": run.run_id, "attempt": 1 if takeover is None else 2})
     try:
         runs.wait_for_earlier(run)
         with gate:
             if run.stop.is_set():
                 raise TurnInterrupted("the run was cancelled before it started")
-            runs.mark_running(run, note_head=taken_over is None or taken_over.status == "pending")
+            runs.mark_running(run)
             with _runtime(settings, spec, policy, request.chosen) as runtime:
                 session = runtime.session(run.thread_id, _strategy_of(request, strategy))
                 session.stop = run.stop
                 sink = StandardSink(run, request.stream_mode, request.stream_subgraphs)
-                if taken_over is None or taken_over.status == "pending":
+
+                def from_the_start() -> None:
                     _dispatch(runtime, session, sink, request, settings)
+
+                if takeover is None:
+                    from_the_start()
                 else:
-                    from app.server.standard.run_recovery import carry_on
-
-                    def again() -> None:
-                        _dispatch(runtime, session, sink, request, settings)
-
-                    carry_on(taken_over, runtime, session, sink, again)
+                    takeover(runtime, session, sink, from_the_start)
         run.set_status("success")
     except TurnInterrupted:
         run.set_status("interrupted")
@@ -548,7 +534,7 @@ def _work(
             notice = "the run was cancelled; the thread was closed after the step in progress"
             run.publish("custom", {"type": "notice", "text": notice})
     except ThreadBusyError as exc:
-        if taken_over is None:
+        if takeover is None:
             _fail(run, exc)
         else:  # the dead server's lock is not released yet: the run is taken over again later
             runs.release(run)
