@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.config import Settings
 from app.db import open_database
+from app.db.base import Database
 from app.db.run_records import RunRecord
 from app.errors import AppError, NotFoundError
 from app.server.events import sse
@@ -330,7 +331,7 @@ def _history(settings: Settings, thread_id: str, body: HistoryRequest) -> list:
     return [state_json(s) for s in states]
 
 
-def _status(runs: Runs, database: Any, thread_id: str, head: Any) -> str:
+def _status(runs: Runs, database: Database, thread_id: str, head: Any) -> str:
     if runs.active(thread_id, database.runs):
         return "busy"
     if head is not None and head.interrupts:
@@ -401,7 +402,11 @@ def _record_sse(runs: Runs, record: RunRecord) -> StreamingResponse:
 
     async def frames():  # type: ignore[no-untyped-def]
         yield sse("metadata", {"run_id": record.run_id, "attempt": 1})
-        run = await _ended(runs, record.thread_id, record.run_id)
+        try:
+            run = await _ended(runs, record.thread_id, record.run_id)
+        except NotFoundError as exc:  # deleted (or its thread) while this stream waited
+            yield sse("error", error_event(exc))
+            return
         if isinstance(run, Run):  # this server took it over meanwhile
             async for name, data in stream_events(run, cancel_on_disconnect=False):
                 yield sse(name, data)
