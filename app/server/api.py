@@ -52,6 +52,7 @@ def create_app(
             yield
         finally:
             keeper.stop()
+            runs.close()
 
     app = FastAPI(
         lifespan=lifespan,

@@ -238,11 +238,35 @@ class Runs:
         self._live: dict[str, Run] = {}
         self._gates: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
+        self._records_lock = threading.Lock()
+        self._records: tuple[contextlib.ExitStack, RunTable] | None = None
 
     @contextlib.contextmanager
     def records(self) -> Iterator[RunTable]:
-        with open_database(self.settings.database, self.settings.busy_timeout) as database:
-            yield database.runs
+        """The run records, on one connection this process keeps open: a SQLite connection
+        opened and closed for each write would, as the last one open, fold the WAL into the
+        file at every close (~15 ms). A failure closes it; the next use opens it again."""
+        with self._records_lock:
+            if self._records is None:
+                stack = contextlib.ExitStack()
+                database = stack.enter_context(
+                    open_database(self.settings.database, self.settings.busy_timeout)
+                )
+                self._records = (stack, database.runs)
+            stack, table = self._records
+        try:
+            yield table
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Close the records' connection (at shutdown, or after a failure)."""
+        with self._records_lock:
+            opened, self._records = self._records, None
+        if opened is not None:
+            with contextlib.suppress(Exception):  # a connection that failed may fail to close
+                opened[0].close()
 
     # this process's runs --------------------------------------------------------------------------
 
