@@ -11,9 +11,8 @@ from rich.console import Group
 from rich.panel import Panel
 from rich.text import Text
 
-from app.errors import printable
 from app.service.events import ToolFinished
-from app.text import plural
+from app.text import plural, shown
 
 CARD_LINES = 8  # result lines shown in a card; the rest is counted
 
@@ -22,14 +21,14 @@ def tool_card(event: ToolFinished, args: dict) -> Panel:
     ok = event.status == "success"
     title = Text.assemble(
         ("✓ " if ok else "✗ ", "green" if ok else "red"),
-        (printable(event.tool), "bold"),
+        (shown(event.tool, one_line=True), "bold"),
         (f"  {event.duration_ms:g} ms", "dim"),
     )
     lines = [_one_line(argument_line(args), "dim")] if args else []
     if ok:
         lines += result_lines(event.tool, event.content)
     else:  # the user's wording, whole: an error is short and every word of it matters
-        lines.append(Text(printable(event.for_user, keep="\n"), style="red"))
+        lines.append(Text(shown(event.for_user), style="red"))
     return Panel(
         Group(*lines),
         title=title,
@@ -62,7 +61,7 @@ def _readable(tool: str, content: str) -> list[str]:
     try:
         value = json.loads(content)
     except ValueError:
-        return printable(content, keep="\n\t").splitlines()
+        return shown(content).splitlines()
     if isinstance(value, dict):
         return [f"{key}: {_value(item)}" for key, item in value.items()]
     if isinstance(value, list):
@@ -89,7 +88,7 @@ def _python_summary(content: str) -> str | None:
 
 def _value(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    return printable(text.replace("\n", " ⏎ "), keep="\t")
+    return shown(text, one_line=True)
 
 
 def _one_line(text: str, style: str = "") -> Text:

@@ -15,8 +15,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from app.errors import printable
-from app.text import plural
+from app.text import plural, shown
 
 RECENT_TURNS = 3
 ANSWER_LINES = 4  # lines of each answer shown; the rest is counted
@@ -116,7 +115,7 @@ def _print_turn(console: Console, turn: RecapTurn) -> None:
     grid = Table.grid(padding=(0, 1))
     grid.add_column(no_wrap=True)
     grid.add_column(ratio=1)
-    grid.add_row(Text("you", style="bold green"), Text(printable(turn.request, keep="\n")))
+    grid.add_row(Text("you", style="bold green"), Text(shown(turn.request)))
     if turn.tools:
         tools = Text()
         for index, (name, ok) in enumerate(turn.tools):
@@ -125,7 +124,7 @@ def _print_turn(console: Console, turn: RecapTurn) -> None:
             tools.append(name, style="dim")
         grid.add_row("", tools)
     if turn.answer:
-        lines = printable(turn.answer.strip(), keep="\n").splitlines()
+        lines = shown(turn.answer.strip()).splitlines()
         text = "\n".join(lines[:ANSWER_LINES])
         if len(lines) > ANSWER_LINES:
             text += f"\n… {plural(len(lines) - ANSWER_LINES, 'more line')}"

@@ -13,9 +13,9 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.text import Text
 
+from app.cli.answer import StreamedAnswer, print_answer
 from app.cli.cards import tool_card
 from app.cli.progress import Progress
-from app.errors import printable
 from app.models.react.model import UNPARSED  # a ReAct reply taken as the answer without parsing
 from app.service.events import (
     Event,
@@ -34,6 +34,7 @@ from app.service.events import (
     as_json,
     update_dict,
 )
+from app.text import shown
 from graphs.shared.tool_calls import for_user
 
 ANSWER_NODES = {"agent", "finalize", "failure_handler", "synthesizer", "calculator", "small_talk"}
@@ -96,7 +97,7 @@ class ConsoleRenderer:
         self._running: dict[str, str] = {}  # call id → tool name, for calls not finished yet
         self._streamed: set[str] = set()
         self._partial: list[str] = []
-        self._line_open = False
+        self._answer: StreamedAnswer | None = None  # the answer being streamed, on a terminal
         self.live = out.is_terminal
         # Reflexion: an attempt's answer is only a candidate; the last one is the turn's answer.
         self._attempts = False
@@ -143,7 +144,7 @@ class ConsoleRenderer:
                 self._err(
                     Text.assemble(
                         (f"↻ retry {event.attempt}/{event.max_attempts}{wait}", "yellow"),
-                        (printable(f" ({event.kind}) {event.reason[:300]}"), "dim"),
+                        (shown(f" ({event.kind}) {event.reason[:300]}", one_line=True), "dim"),
                     )
                 )
                 self.progress.wait(f"retry {event.attempt}/{event.max_attempts}")
@@ -160,7 +161,7 @@ class ConsoleRenderer:
             case NodeUpdate():
                 self._node_update(event.node, event.update)
             case Notice():
-                self._err(Text(printable(event.text), style="dim"))
+                self._err(Text(shown(event.text, one_line=True), style="dim"))
             case TurnEnd():
                 self._end(event)
 
@@ -181,7 +182,7 @@ class ConsoleRenderer:
         self.progress.stop()
         self._close_line()
         if self._candidate:
-            self.out.print(shown(self._candidate), markup=False, highlight=False)
+            print_answer(self.out, self._candidate)
             self._candidate = ""
         if event.status not in {"answered", "failed"}:
             self.err.print(f"[yellow]turn ended: {event.status}[/yellow]")
@@ -195,8 +196,9 @@ class ConsoleRenderer:
         if token.message_id:
             self._streamed.add(token.message_id)
         self.progress.stop()
-        write_plain(self.out, shown(token.text))
-        self._line_open = True
+        if self._answer is None:
+            self._answer = StreamedAnswer(self.out)
+        self._answer.feed(token.text)
 
     def _node_update(self, node: str, update: Any) -> None:
         if self.show_updates:
@@ -220,7 +222,7 @@ class ConsoleRenderer:
             # would make the panel crop its own message.
             self._err(
                 Panel(
-                    Text(printable(text, keep="\n")),
+                    Text(shown(text)),
                     title="turn failed",
                     border_style="red",
                     title_align="left",
@@ -234,12 +236,13 @@ class ConsoleRenderer:
         else:
             self.progress.stop()
             self._close_line()
-            self.out.print(shown(text), markup=False, highlight=False)
+            print_answer(self.out, text)
 
     def _close_line(self) -> None:
-        if self._line_open:
-            self.out.print()
-            self._line_open = False
+        """End the answer being streamed: what it held is printed, its last line ended."""
+        if self._answer is not None:
+            self._answer.close()
+            self._answer = None
 
 
 class JsonlRenderer:
@@ -308,7 +311,7 @@ def print_messages(console: Console, messages: list[BaseMessage]) -> None:
                 console.print(Text("agent ", style="bold cyan") + Text(shown(str(message.content))))
             for call in getattr(message, "tool_calls", []):
                 args = json.dumps(call["args"], ensure_ascii=False)
-                console.print(Text(f"  → {call['name']} {args}", style="dim"))
+                console.print(Text(shown(f"  → {call['name']} {args}", one_line=True), style="dim"))
         elif message.type == "tool":
             ok = getattr(message, "status", "success") != "error"
             mark = Text("  ✓ " if ok else "  ✗ ", style="green" if ok else "red")
@@ -321,18 +324,3 @@ def print_messages(console: Console, messages: list[BaseMessage]) -> None:
             console.print(mark + Text(line, style=None if ok else "red"))
         else:
             console.print(Text(shown(f"{message.type}: {message.content}"), style="dim"))
-
-
-def write_plain(console: Console, text: str) -> None:
-    """Plain text (no markup, no style) onto the console's stream as it is: what `print` with
-    markup, highlighting and wrapping off gives, without building a renderable for every token (a
-    print cost ~40 µs, two thirds of a fast turn's rendering)."""
-    console.file.write(text)
-    console.file.flush()
-
-
-def shown(text: str) -> str:
-    """Model or tool text as the terminal shows it: line breaks and tabs kept, every other control
-    character (ESC, which would start an escape sequence: clear the screen, retitle the window, write
-    the clipboard) shown escaped (app/errors.printable)."""
-    return printable(text.replace("\r\n", "\n"), keep="\n\t")

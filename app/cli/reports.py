@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from app.cli.hints import command
 from app.service.threads import short_id
+from app.text import shown
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -39,7 +40,7 @@ def print_rollback_report(
         f"(checkpoint {short_id(target.checkpoint_id)})."
     )
     for turn, preview in report.undone_turns:
-        console.print(f"  undone: turn {turn} · {preview}", markup=False)
+        console.print(f"  undone: turn {turn} · {shown(preview, one_line=True)}", markup=False)
     for line in report.workspace.lines():
         console.print(f"  workspace: {line}", markup=False)
     if report.pending:

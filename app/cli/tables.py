@@ -20,7 +20,7 @@ from rich.tree import Tree
 
 from app.cli.hints import command
 from app.service.threads import short_id
-from app.text import plural
+from app.text import plural, shown
 
 TEXT_MIN_WIDTH = 16  # the narrowest a free-text column (an input, a title) gets
 STATUS_STYLES = {
@@ -112,7 +112,7 @@ def history_table(thread: str, turns: list, width: int) -> Table:
     rows = [
         [
             str(turn.turn),
-            Text(turn.preview),
+            Text(shown(turn.preview, one_line=True)),
             _status(turn.status),
             _tool_counts(turn.tools) or "-",
             short_id(turn.checkpoint_id),
@@ -146,8 +146,8 @@ def checkpoints_table(thread: str, rows: list, head: str, on_branch: set[str], w
         [
             _marked(row.checkpoint_id, head, on_branch),
             str(row.turn or ""),
-            row.node,
-            Text(row.note),
+            shown(row.node, one_line=True),
+            Text(shown(row.note, one_line=True)),
             str(row.step),
             human_time(row.created_at),
             row.source,
@@ -197,12 +197,12 @@ def _segment_label(segment: list, head: str, on_branch: set[str]) -> Text:
     label.append(short_id(last.checkpoint_id), style="bold")
     label.append(f" {turn} · {plural(len(segment), 'checkpoint')}")
     if first.note:
-        label.append(f" · {first.note}", style="magenta")
+        label.append(f" · {shown(first.note, one_line=True)}", style="magenta")
     if any(r.checkpoint_id == head for r in segment):
         label.append(" ← head", style="green")
     elif last.checkpoint_id not in on_branch:
         label.stylize("dim")
-    label.append(f" · {first.preview}")
+    label.append(f" · {shown(first.preview, one_line=True)}")
     return label
 
 
@@ -228,14 +228,14 @@ def strategy_lines(fields: dict) -> list[str]:
         if key == "plan":
             lines += [_plan_line(n, step, results.get(n)) for n, step in enumerate(value, 1)]
         elif key != "step_results":
-            lines.append(f"{key}: {json.dumps(value, ensure_ascii=False, default=str)}")
+            lines.append(shown(f"{key}: {json.dumps(value, ensure_ascii=False, default=str)}"))
     return lines
 
 
 def _plan_line(number: int, step: dict, result: dict | None) -> str:
     args = json.dumps(step.get("arguments", {}), ensure_ascii=False)
     outcome = f" → {result.get('status')}: {str(result.get('result'))[:80]}" if result else ""
-    return f"plan {number}. {step.get('tool')} {args}{outcome}"
+    return shown(f"plan {number}. {step.get('tool')} {args}{outcome}", one_line=True)
 
 
 def threads_table(threads: list, width: int, *, numbered: bool = False) -> Table | str:
@@ -258,7 +258,7 @@ def threads_table(threads: list, width: int, *, numbered: bool = False) -> Table
         [
             *([str(number)] if numbered else []),
             t.thread_id,
-            Text(t.title),
+            Text(shown(t.title, one_line=True)),
             str(t.turns),
             *(
                 [Text("interrupted" if t.interrupted else "", style="yellow")]

@@ -32,7 +32,7 @@ from app.cli.tables import (
     strategy_lines,
 )
 from app.errors import AgentRunError
-from app.text import plural
+from app.text import plural, shown
 
 if TYPE_CHECKING:
     from app.config import Settings
@@ -186,8 +186,11 @@ def show(
         f"{row.created_at}){' — head' if found.is_head else ''}"
     )
     io.err.print(
-        " · ".join(f"{k}={v}" for k, v in counters.items() if v is not None)
-        + (f" · next={','.join(snapshot.next)}" if snapshot.next else ""),
+        shown(
+            " · ".join(f"{k}={v}" for k, v in counters.items() if v is not None)
+            + (f" · next={','.join(snapshot.next)}" if snapshot.next else ""),
+            one_line=True,
+        ),
         markup=False,
     )
     for line in strategy_lines(strategy):
@@ -219,7 +222,7 @@ def diff(
         f"[bold]{short_id(found.before.checkpoint_id)} → {short_id(found.after.checkpoint_id)}[/bold]"
     )
     for key, (old, new) in changes.counters.items():
-        io.out.print(f"  {key}: {old} → {new}", markup=False)
+        io.out.print(shown(f"  {key}: {old} → {new}", one_line=True), markup=False)
     io.out.print(f"[green]+ {plural(len(changes.added), 'message')} added[/green]")
     print_messages(io.out, changes.added)
     io.out.print(f"[red]- {plural(len(changes.removed), 'message')} removed[/red]")
