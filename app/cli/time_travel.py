@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -359,10 +358,16 @@ class _Confirmer:
         if names == self._allowed:
             self._allowed = []
             return True
-        described = "; ".join(
-            f"{c['name']} {json.dumps(c['args'], ensure_ascii=False)[:120]}" for c in calls
-        )
-        allowed = self._decide(described)
+        from app.cli.approval_ui import approval_panel, call_summary
+
+        if self.yes or not sys.stdin.isatty():
+            allowed = self._decide("; ".join(call_summary(c) for c in calls))
+        else:  # the calls in full, each argument a field, code as code; then the question
+            from graphs.shared.approvals import REPLAY_REASON
+
+            for call in calls:
+                self.io.err.print(approval_panel({"reason": REPLAY_REASON, **call}))
+            allowed = self._decide(f"{', '.join(names)} as shown above")
         if not allowed and not self.yes and not sys.stdin.isatty():
             self.io.err.print(
                 f"not re-running {', '.join(names)} without a terminal: pass --yes to allow it",
@@ -376,7 +381,8 @@ class _Confirmer:
             return True
         if not sys.stdin.isatty():
             return False
-        return typer.confirm(f"The replay will re-run {described}. Continue?", default=False)
+        self.io.err.print(f"The replay will re-run {described}.", markup=False)
+        return typer.confirm("Continue?", default=False)
 
 
 @commands.command(
