@@ -1,13 +1,16 @@
 """One card per tool call: its name, arguments, time and result (or the error as the user should read
-it). Results are readable and bounded: a JSON object becomes `key: value` lines, a long line ends in
-"…", and past CARD_LINES lines a "N more lines" line says what was left out."""
+it). Results are readable and bounded: a JSON object becomes `key: value` fields, several to a line,
+without those that repeat an argument; a long line ends in "…", and past CARD_LINES lines a
+"N more lines" line says what was left out."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from rich.console import Group
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.measure import Measurement
 from rich.panel import Panel
 from rich.text import Text
 
@@ -24,9 +27,10 @@ def tool_card(event: ToolFinished, args: dict) -> Panel:
         (shown(event.tool, one_line=True), "bold"),
         (f"  {event.duration_ms:g} ms", "dim"),
     )
-    lines = [_one_line(argument_line(args), "dim")] if args else []
+    lines: list[RenderableType] = [_one_line(argument_line(args), "dim")] if args else []
     if ok:
-        lines += result_lines(event.tool, event.content)
+        fields = _new_fields(event.content, args)
+        lines += [FieldLines(fields)] if fields else result_lines(event.tool, event.content)
     else:  # the user's wording, whole: an error is short and every word of it matters
         lines.append(Text(shown(event.for_user), style="red"))
     return Panel(
@@ -67,6 +71,58 @@ def _readable(tool: str, content: str) -> list[str]:
     if isinstance(value, list):
         return [argument_line(item) if isinstance(item, dict) else _value(item) for item in value]
     return [_value(value)]
+
+
+def _new_fields(content: str, args: dict) -> list[str] | None:
+    """A JSON object's `key: value` fields, less those that only repeat an argument (a forecast's
+    city and unit); None when the result is not a JSON object."""
+    try:
+        value = json.loads(content)
+    except ValueError:
+        return None
+    if not isinstance(value, dict) or not value:
+        return None
+    return [
+        f"{key}: {_value(item)}"
+        for key, item in value.items()
+        if key not in args or _value(args[key]) != _value(item)
+    ] or ["(the arguments, confirmed)"]
+
+
+class FieldLines:
+    """`key: value` fields laid out several to a line (" · " between them) at the width the card
+    is given: a field is never split across lines; one wider than the card ends in "…"; past
+    CARD_LINES lines, a line counts the fields left out."""
+
+    def __init__(self, fields: list[str]) -> None:
+        self.fields = fields
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        lines = _packed(self.fields, options.max_width)
+        for line in lines[:CARD_LINES]:
+            yield _one_line(" · ".join(line))
+        left = sum(len(line) for line in lines[CARD_LINES:])
+        if left:
+            yield Text(f"… {plural(left, 'more field')}", style="dim")
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        widest = max(cell_len(field) for field in self.fields)
+        whole = cell_len(" · ".join(self.fields))
+        return Measurement(min(widest, options.max_width), min(whole, options.max_width))
+
+
+def _packed(fields: list[str], width: int) -> list[list[str]]:
+    lines: list[list[str]] = []
+    used = 0
+    for field in fields:
+        size = cell_len(field)
+        if lines and used + 3 + size <= width:
+            lines[-1].append(field)
+            used += 3 + size
+        else:
+            lines.append([field])
+            used = size
+    return lines
 
 
 def _python_summary(content: str) -> str | None:

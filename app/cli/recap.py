@@ -100,9 +100,16 @@ def recap_turns(messages: Sequence[Said]) -> list[RecapTurn]:
     return turns
 
 
-def print_recap(console: Console, turns: Sequence[RecapTurn], shown: int = RECENT_TURNS) -> None:
+def print_recap(
+    console: Console,
+    turns: Sequence[RecapTurn],
+    shown: int = RECENT_TURNS,
+    total: int | None = None,
+) -> None:
+    """The last `shown` turns, after a line counting the others: of `total`, the thread's turn
+    count, when given (after a summary, the messages hold only the turns it did not replace)."""
     recent = turns[-shown:]
-    hidden = len(turns) - len(recent)
+    hidden = max(len(turns), total or 0) - len(recent)
     if hidden:
         console.print(
             Text(f"… {plural(hidden, 'earlier turn')} not shown (/history lists them)", style="dim")

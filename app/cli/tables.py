@@ -3,7 +3,7 @@ its checkpoints, its branch tree, and what a strategy keeps in a checkpoint (`th
 `history`, `show`, the REPL's /threads and /history).
 
 Tables fit the terminal: ids are short (`short_id`) and never cut, free text wraps between words
-(a word too long for its column ends in "…"), and when the width runs short the least important
+(a word too long for its column ends in "…"; a thread's title is cut to one line), and when the width runs short the least important
 columns are left out, whole."""
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ class Column:
     priority: int = 0
     justify: str = "left"
     text: bool = False
+    one_line: bool = False  # a text column whose cells are cut with "…" rather than wrapped
 
 
 def fitted_table(
@@ -69,7 +70,7 @@ def fitted_table(
         table.add_column(
             column.header,
             justify=column.justify,  # type: ignore[arg-type]
-            no_wrap=not column.text,
+            no_wrap=not column.text or column.one_line,
             overflow="ellipsis" if column.text else "fold",
             min_width=_min_width(i, columns, rows),
             ratio=1 if column.text else None,
@@ -247,7 +248,7 @@ def threads_table(threads: list, width: int, *, numbered: bool = False) -> Table
     columns = [
         *([Column("#", justify="right")] if numbered else []),
         Column("thread"),
-        Column("title", text=True),
+        Column("title", text=True, one_line=True),  # one line a thread
         Column("turns", priority=1, justify="right"),
         *([Column("state")] if interrupted else []),
         Column("updated", priority=2),

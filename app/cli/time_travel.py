@@ -21,7 +21,7 @@ from app.cli.options import (
     command_group,
     examples,
 )
-from app.cli.reports import print_rollback
+from app.cli.reports import head_shown, print_rollback
 from app.cli.tables import (
     STRATEGY_FIELDS,
     branch_tree,
@@ -30,7 +30,7 @@ from app.cli.tables import (
     short_id,
     strategy_lines,
 )
-from app.errors import AgentRunError
+from app.errors import AgentRunError, UsageError
 from app.text import plural, shown
 
 if TYPE_CHECKING:
@@ -263,7 +263,8 @@ def rollback(
             workspace=None if keep_files else settings.workspace,
             force=force,
         )
-    print_rollback(io.err, report, db=db_flag(db, settings))
+        head = head_shown(database, thread)
+    print_rollback(io.err, report, db=db_flag(db, settings), head=head)
 
 
 @commands.command(
@@ -309,18 +310,24 @@ def replay(
     with open_runtime(settings) as runtime:
         session = runtime.session(thread)
         # Asked before anything changes: a refusal leaves the files and the head as they were.
-        start = api.prepare_replay(
-            runtime.database,
-            thread,
-            checkpoint,
-            workspace=None if keep_files else settings.workspace,
-            force=force,
-            check=refuse_unconfirmed(
-                side_effect_names(session.context.tools),
-                confirmer.confirm_names,
-                "pass --yes to allow it",
-            ),
-        )
+        try:
+            start = api.prepare_replay(
+                runtime.database,
+                thread,
+                checkpoint,
+                workspace=None if keep_files else settings.workspace,
+                force=force,
+                check=refuse_unconfirmed(
+                    side_effect_names(session.context.tools),
+                    confirmer.confirm_names,
+                    "pass --yes to allow it",
+                ),
+            )
+        except UsageError:
+            if not confirmer.declined:
+                raise
+            io.err.print(f"nothing replayed: thread {thread} is as it was", markup=False)
+            return
         for line in start.workspace.lines():
             io.err.print(f"workspace: {line}", markup=False)
         try:
@@ -346,6 +353,7 @@ class _Confirmer:
     def __init__(self, io: Invocation, yes: bool) -> None:
         self.io, self.yes = io, yes
         self._allowed: list[str] = []
+        self.declined = False  # the person answered no (not an error: nothing changes)
 
     def confirm_names(self, names: list[str]) -> bool:
         allowed = self._decide(", ".join(names))
@@ -382,7 +390,9 @@ class _Confirmer:
         if not sys.stdin.isatty():
             return False
         self.io.err.print(f"The replay will re-run {described}.", markup=False)
-        return typer.confirm("Continue?", default=False)
+        allowed = typer.confirm("Continue?", default=False)
+        self.declined = not allowed
+        return allowed
 
 
 @commands.command(
