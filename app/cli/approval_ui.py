@@ -44,7 +44,7 @@ def approval_panel(call: dict) -> Panel:
     """The call as the person reads it: why it is asked, then each argument, code as code."""
     fields = Table.grid(padding=(0, 1))
     fields.add_column(style="dim", no_wrap=True)
-    fields.add_column(ratio=1)
+    fields.add_column()
     fields.add_row("why", Text(shown(f"it {call['reason']}")))
     args = call["args"] if isinstance(call["args"], dict) else {"arguments": call["args"]}
     for key, value in args.items():
@@ -178,7 +178,7 @@ def call_summary(call: dict) -> str:
     line, cut between words, and a plan's reference to an earlier result ({{step 1.city}}) said
     in words, never cut in the middle."""
     args = call["args"] if isinstance(call["args"], dict) else {"arguments": call["args"]}
-    fields = " · ".join(f"{key}: {_clipped(_readable(value))}" for key, value in args.items())
+    fields = " · ".join(f"{key}: {clipped(_readable(value))}" for key, value in args.items())
     return shown(f"{call['name']} {fields}".strip(), one_line=True)
 
 
@@ -190,7 +190,8 @@ def _readable(value: Any) -> str:
     )
 
 
-def _clipped(text: str, cells: int = SUMMARY_VALUE_CELLS) -> str:
+def clipped(text: str, cells: int = SUMMARY_VALUE_CELLS) -> str:
+    """`text` on one line, at most `cells` wide: cut between words, with "…"."""
     text = " ".join(text.split())
     if cell_len(text) <= cells:
         return text

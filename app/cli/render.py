@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
-from rich.console import Console
+from rich.console import Console, Group, RenderableType
 from rich.markup import escape
 from rich.panel import Panel
+from rich.table import Table
 from rich.text import Text
 
 from app.cli.answer import StreamedAnswer, print_answer
@@ -51,11 +53,39 @@ UNPARSED_NOTICE = (
 )
 
 
-def _plan_lines(event: dict) -> str:
+def _plan_lines(event: dict) -> RenderableType:
+    """The plan, a step a row: its number, then the tool and each argument in words (a reference
+    to an earlier step's result said as such), wrapping under itself."""
     title = "re-plan of the remaining steps:" if event["replan"] else "plan:"
     if not event["steps"]:
-        return f"{title} no steps (answering without tools)"
-    return "\n".join([title, *(f"  {line}" for line in event["steps"])])
+        return Text(f"{title} no steps (answering without tools)", style="dim")
+    steps = Table.grid(padding=(0, 1))
+    steps.style = "dim"
+    steps.add_column(justify="right", no_wrap=True)
+    steps.add_column()
+    for line in event["steps"]:
+        number, _, step = shown(str(line), one_line=True).partition(". ")
+        steps.add_row(f"  {number}.", readable_step(step))
+    return Group(Text(title, style="dim"), steps)
+
+
+STEP = re.compile(r"^(?P<tool>\S+) (?P<args>\{.*\})(?: — (?P<reason>.*))?$")
+
+
+def readable_step(step: str) -> str:
+    """`get_weather {"city": "Paris"} — weather for Paris` (as the plan lists a step) as
+    `get_weather city: Paris — weather for Paris`; a step of another form is kept as it is."""
+    from app.cli.approval_ui import call_summary
+
+    match = STEP.match(step)
+    if match is None:
+        return step
+    try:
+        args = json.loads(match["args"])
+    except ValueError:
+        return step
+    call = call_summary({"name": match["tool"], "args": args})
+    return f"{call} — {match['reason']}" if match["reason"] else call
 
 
 STRATEGY_EVENTS = {
@@ -153,7 +183,8 @@ class ConsoleRenderer:
                 self.progress.wait(THINKING)
             case StrategyNote():
                 self._attempts = self._attempts or event.kind == "trial"
-                self._err(Text(STRATEGY_EVENTS[event.kind](event.data), style="dim"))
+                said = STRATEGY_EVENTS[event.kind](event.data)
+                self._err(Text(shown(said), style="dim") if isinstance(said, str) else said)
                 self.progress.wait(THINKING)
             case NodeFailed():
                 if self.debug:

@@ -48,7 +48,7 @@ def help_text(model: str) -> Group:
     """The REPL's /help: each command with its meaning, which wraps under itself."""
     commands = Table.grid(padding=(0, 2))
     commands.add_column(no_wrap=True)
-    commands.add_column(ratio=1)
+    commands.add_column()
     for name, meaning in HELP_COMMANDS:
         commands.add_row(name, meaning)
     return Group(

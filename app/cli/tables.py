@@ -234,9 +234,15 @@ def strategy_lines(fields: dict) -> list[str]:
 
 
 def _plan_line(number: int, step: dict, result: dict | None) -> str:
-    args = json.dumps(step.get("arguments", {}), ensure_ascii=False)
-    outcome = f" → {result.get('status')}: {str(result.get('result'))[:80]}" if result else ""
-    return shown(f"plan {number}. {step.get('tool')} {args}{outcome}", one_line=True)
+    """`plan 1. get_weather city: Paris · date: today → success: Paris on …`: each argument and
+    the result cut between words (`call_summary`)."""
+    from app.cli.approval_ui import call_summary, clipped
+
+    call = call_summary({"name": step.get("tool"), "args": step.get("arguments", {})})
+    if result is None:
+        return f"plan {number}. {call}"
+    said = shown(clipped(str(result.get("result"))), one_line=True)
+    return f"plan {number}. {call} → {result.get('status')}: {said}"
 
 
 def threads_table(threads: list, width: int, *, numbered: bool = False) -> Table | str:
