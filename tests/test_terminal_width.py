@@ -14,8 +14,8 @@ from rich.console import Console
 
 from app.cli.answer import StreamedAnswer
 from app.cli.approval_ui import ask_approval
-from app.cli.render import ConsoleRenderer
 from app.cli.progress import Progress
+from app.cli.render import ConsoleRenderer
 from app.service.events import Token, TurnEnd
 from tests.conftest import run_cli
 
