@@ -184,6 +184,6 @@ def test_help_fits_80_columns_and_wraps_each_meaning_under_itself():
         _, shown = screen.type("/help")
     assert widest(shown) <= 80
     assert "/new [NAME]" in shown
-    compact = [line for line in shown.splitlines() if "/compact" in line][0]
+    compact = next(line for line in shown.splitlines() if "/compact" in line)
     after = shown.splitlines()[shown.splitlines().index(compact) + 1]
     assert after.startswith(" " * compact.index("replace"))  # under the meaning, not column 0
