@@ -135,7 +135,7 @@ def test_opening_an_interrupted_thread_offers_to_resume_or_discard(isolated: Pat
         child.expect("finished A")
         child.expect("all done")
     else:
-        child.expect("1 unfinished tool call closed as cancelled")
+        child.expect(r"1 unfinished tool call closed as\s+cancelled")
     child.expect(PROMPT)
     child.sendline("/history")
     child.expect("answered" if choice == "resume" else "cancelled")

@@ -58,7 +58,7 @@ def _plan_lines(event: dict) -> RenderableType:
     to an earlier step's result said as such), wrapping under itself."""
     title = "re-plan of the remaining steps:" if event["replan"] else "plan:"
     if not event["steps"]:
-        return Text(f"{title} no steps (answering without tools)", style="dim")
+        return f"{title} no steps (answering without tools)"
     steps = Table.grid(padding=(0, 1))
     steps.style = "dim"
     steps.add_column(justify="right", no_wrap=True)

@@ -44,12 +44,13 @@ def print_rollback_report(
     console: Console, report: RollbackReport, *, undo: str, replay: str, head: str | None = None
 ) -> None:
     """What the rollback undid; `undo` and `replay` say what to type to undo it or re-run the
-    step the head is in the middle of. The checkpoint named is `head`, the copy of the target
-    that is now the head (the id `history` shows), when it is known."""
-    target = report.target
+    step the head is in the middle of. The checkpoint named first is `head`, the copy of the
+    target that is now the head (the id `history` shows), when it is known."""
+    target = short_id(report.target.checkpoint_id)
+    named = short_id(head) if head else target
+    where = f"checkpoint {named}" if named == target else f"checkpoint {named}, a copy of {target}"
     console.print(
-        f"[bold]{report.thread_id}[/bold] is back at turn {target.turn} "
-        f"(checkpoint {short_id(head or target.checkpoint_id)})."
+        f"[bold]{report.thread_id}[/bold] is back at turn {report.target.turn} ({where})."
     )
     for turn, preview in report.undone_turns:
         console.print(f"  undone: turn {turn} · {shown(preview, one_line=True)}", markup=False)
