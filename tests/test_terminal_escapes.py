@@ -70,6 +70,18 @@ def test_no_command_prints_a_stored_control_sequence_raw(hostile_thread: list[st
     assert "\\x1b]0;PWNED\\x07" in _printed("history", "-t", "evil-copy")  # shown, escaped
 
 
+def test_corpus_commands_print_a_hostile_document_escaped(isolated):
+    document = isolated / "hostile.md"
+    document.write_text(f"# Title {HOSTILE}\n\nParis notes {HOSTILE} and more words.\n")
+    for command in (
+        ("corpus", "add", str(document)),
+        ("corpus", "list"),
+        ("corpus", "search", "Paris notes"),
+        ("chat", "-t", "s", "-m", "search for Paris notes"),
+    ):
+        _assert_escaped(command, _printed(*command))
+
+
 def test_the_one_escaping_function_keeps_line_breaks_and_tabs_and_escapes_the_rest():
     assert shown("a\tb\nc\r\nd") == "a\tb\nc\nd"
     assert shown(HOSTILE) == "Ada \\x1b]0;PWNED\\x07 \\x1b[2J\\x9b31m \\x08\\u202e end"
