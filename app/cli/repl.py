@@ -53,7 +53,7 @@ def help_text(model: str) -> Group:
         commands.add_row(name, meaning)
     return Group(
         "Type a message and press Enter. Esc then Enter inserts a newline.",
-        Padding(commands, (0, 0, 0, 2)),
+        Padding(commands, (0, 0, 0, 2), expand=False),
         "Ctrl-C stops a running turn (what was shown is kept) and returns here.",
         Text(f"Model: {model}"),
     )
