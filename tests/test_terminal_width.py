@@ -161,3 +161,28 @@ def test_the_command_line_at_80_columns_in_english_and_chinese():
         shown(*command)
     for output in outputs:
         assert_fits(output)
+
+
+def test_prose_is_wrapped_on_a_terminal_or_at_a_named_width_and_piped_otherwise_kept_whole(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    from app.cli.io import wraps
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    assert not wraps(Console(file=io.StringIO()))  # a script reads the answer as written
+    assert wraps(Console(file=io.StringIO(), force_terminal=True))
+    monkeypatch.setenv("COLUMNS", "80")
+    assert wraps(Console(file=io.StringIO()))
+
+
+def test_a_whole_markdown_answer_is_rendered_on_a_terminal_and_kept_raw_when_piped():
+    from app.cli.answer import print_answer
+
+    text = "| city | high |\n|---|---|\n| Paris | 9 |\n\n**Paris** is cooler."
+    screen = io.StringIO()
+    print_answer(terminal_console(screen), text)
+    assert "|---|" not in screen.getvalue() and "**" not in screen.getvalue()
+    assert "Paris is cooler." in screen.getvalue()
+    piped = io.StringIO()
+    print_answer(Console(file=piped, width=WIDTH), text)
+    assert piped.getvalue() == text + "\n"
