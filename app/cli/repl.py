@@ -255,7 +255,7 @@ class Repl:
         except TurnInterrupted as exc:
             self.err.print(f"\n[yellow]{exc}; what was shown is saved[/yellow]")
         except AppError as exc:
-            self.err.print(f"[red]error:[/red] {exc}")
+            self.err.print(f"[red]error:[/red] {escape(str(exc))}")
 
     def _history(self) -> None:
         from app.cli.tables import history_table
