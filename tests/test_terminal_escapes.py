@@ -82,6 +82,31 @@ def test_corpus_commands_print_a_hostile_document_escaped(isolated):
         _assert_escaped(command, _printed(*command))
 
 
+def test_what_an_http_client_of_serve_stores_is_printed_escaped():
+    from fastapi.testclient import TestClient
+
+    from app.config import load_settings
+    from app.server.api import create_app
+
+    client = TestClient(create_app(load_settings()), base_url="http://localhost")
+    client.post("/threads", json={"thread_id": "web"})
+    body = {
+        "assistant_id": "waypoint",
+        "input": {"messages": [{"role": "user", "content": f"what is 6 times 7 {HOSTILE}"}]},
+    }
+    assert client.post("/threads/web/runs/wait", json=body).status_code == 200
+    for command in (
+        ("history", "-t", "web"),
+        ("history", "-t", "web", "--tree"),
+        ("threads", "list"),
+        ("show", "-t", "web"),
+        ("export", "-t", "web", "--format", "md"),
+    ):
+        output = _printed(*command)
+        _assert_escaped(command, output)
+    assert "\\x1b]0;PWNED\\x07" in _printed("export", "-t", "web", "--format", "md")
+
+
 def test_the_one_escaping_function_keeps_line_breaks_and_tabs_and_escapes_the_rest():
     assert shown("a\tb\nc\r\nd") == "a\tb\nc\nd"
     assert shown(HOSTILE) == "Ada \\x1b]0;PWNED\\x07 \\x1b[2J\\x9b31m \\x08\\u202e end"
