@@ -20,6 +20,8 @@ MARKDOWN = re.compile(
     r"(^ {0,3}(`{3,}|~{3,}|#{1,6} |\|.*\|\s*$|[-*+] |\d+[.)] |> ))|\*\*\S|`[^`\n]+`|\[[^\]\n]+\]\(",
     re.MULTILINE,
 )
+# Code in the terminal's own palette, on its own background (rich's default paints monokai's).
+CODE_THEME = "ansi_dark"
 # How many characters of a line are enough to know whether it starts a block.
 DECIDING_CHARS = 8
 
@@ -33,7 +35,7 @@ def print_answer(console: Console, text: str) -> None:
     text (wrapped between words when the console wraps; piped, exactly as written)."""
     text = shown(text)
     if console.is_terminal and looks_like_markdown(text):
-        console.print(Markdown(text), soft_wrap=False)
+        console.print(Markdown(text, code_theme=CODE_THEME), soft_wrap=False)
     else:
         console.print(text, markup=False, highlight=False, emoji=False)
 
@@ -113,10 +115,6 @@ class StreamedAnswer:
         self._block: list[str] = []  # the lines of the block being held
         self._fence = ""
 
-    @property
-    def line_open(self) -> bool:
-        return bool(self.prose.column or self._line or self._block)
-
     def feed(self, text: str) -> None:
         for char in shown(text):
             self._char(char)
@@ -192,4 +190,4 @@ class StreamedAnswer:
     def _render_block(self) -> None:
         block, self._block, self._fence = "\n".join(self._block), [], ""
         self._deciding = True
-        self.console.print(Markdown(block), soft_wrap=False)
+        self.console.print(Markdown(block, code_theme=CODE_THEME), soft_wrap=False)
