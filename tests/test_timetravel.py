@@ -239,7 +239,7 @@ def test_a_unique_part_of_a_checkpoint_id_is_enough(database: str):
     full = turn_list("u")[1]["checkpoint_id"]
     result = run_cli("rollback", "-t", "u", "-c", full[-12:])
     assert result.returncode == 0, result.stderr.decode()
-    assert f"(checkpoint {full[-12:]})" in result.stderr.decode()
+    assert f"a copy of {full[-12:]})" in result.stderr.decode()  # named as history shows it
 
 
 def test_an_id_too_short_to_be_unique_says_so_not_that_it_does_not_exist():
