@@ -105,6 +105,7 @@ class Settings(RunSettings, BaseSettings):
         environment's value. The one way a RunSpec reaches a run (CLI, serve, langgraph.json)."""
         chosen = spec.chosen()
         return self.model_copy(update=chosen) if chosen else self
+
     run_lease_seconds: float = Field(
         30.0, ge=1, le=3600, description="how long a server's run outlives its silent process"
     )

@@ -513,9 +513,7 @@ def stop_run(runs: Runs, run: AnyRun, action: str) -> None:
     longer finds it)."""
     if isinstance(run, Run) and not run.done.is_set() and action == "rollback":
         run.rollback = True
-        threading.Thread(
-            target=lambda: (run.done.wait(), runs.forget(run)), daemon=True
-        ).start()
+        threading.Thread(target=lambda: (run.done.wait(), runs.forget(run)), daemon=True).start()
     runs.cancel(run)
 
 
