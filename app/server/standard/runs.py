@@ -275,7 +275,7 @@ class Run:
     def set_status(self, status: str) -> None:
         self.status, self.updated_at = status, _now()
 
-    def record(self, owner: str) -> RunRecord:
+    def record(self, owner: str | None = None) -> RunRecord:
         return RunRecord(
             self.run_id,
             self.thread_id,
@@ -290,17 +290,8 @@ class Run:
         )
 
     def as_json(self) -> dict:
-        return {
-            "run_id": self.run_id,
-            "thread_id": self.thread_id,
-            "assistant_id": self.assistant_id,
-            "created_at": self.created_at,
-            "updated_at": self.updated_at,
-            "status": self.status,
-            "metadata": self.metadata,
-            "kwargs": self.kwargs,
-            "multitask_strategy": self.multitask_strategy,
-        }
+        """The run as the LangGraph Server API shows it (as its record shows it)."""
+        return self.record().as_json()
 
 
 AnyRun = Run | RunRecord
