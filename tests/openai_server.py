@@ -26,7 +26,7 @@ JOIN_TIMEOUT = 5.0
 class Reply:
     """One scripted response. Build it with the helpers below, not directly."""
 
-    kind: str  # message | error | raw | empty_choices | hang | sse
+    kind: str  # message | error | raw | empty_choices | hang | sse | pings
     content: str = ""
     tool_calls: tuple[tuple[str, str, str], ...] = ()  # (id, name, arguments JSON text)
     finish_reason: str | None = None
@@ -37,6 +37,7 @@ class Reply:
     content_type: str = "application/json"
     headers: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
+    every: float = 0.0  # streamed: seconds between two events (a slow model, a keep-alive ping)
 
 
 def text(
@@ -109,6 +110,18 @@ def sse(body: str) -> Reply:
     return Reply("sse", body=body, content_type="text/event-stream")
 
 
+def pings(seconds: float = 60.0, every: float = 0.2) -> Reply:
+    """A 200 event stream of `: ping` comments only, one every `every` seconds for `seconds` (or
+    until the client hangs up): llama-cpp-python's server sends one every 15 s while a request
+    waits for the model."""
+    return Reply("pings", seconds=seconds, every=every)
+
+
+def slow_text(content: str, every: float, chunks: int) -> Reply:
+    """`text` streamed as `chunks` deltas with `every` seconds before each (a slow model)."""
+    return Reply("message", content=content, finish_reason="stop", chunks=chunks, every=every)
+
+
 def hang(seconds: float = 30.0) -> Reply:
     """Accept the request and answer nothing for `seconds` (or until the server stops or the
     client hangs up)."""
@@ -148,6 +161,7 @@ class OpenAIServer:
         self.routes: dict[tuple[str, str], tuple[int, Any]] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
+        self.hung_up = threading.Event()  # a client closed a connection this server still served
         self._handlers: list[threading.Thread] = []
         self._ids = itertools.count(1)
         self._httpd: ThreadingHTTPServer | None = None
@@ -312,11 +326,27 @@ class _Handler(BaseHTTPRequestHandler):
     def _hang(self, seconds: float) -> None:
         """Answer nothing for `seconds`, until the server stops or the client hangs up (a client
         that timed out closes its connection: then nobody waits for this handler any more)."""
+        self._client_gone(seconds)
+
+    def _client_gone(self, seconds: float) -> bool:
+        """Wait up to `seconds` (less when the server stops); True, and recorded in `hung_up`, when
+        the client closed the connection meanwhile."""
         end = time.monotonic() + seconds
         while not self.owner._stopping.is_set() and (left := end - time.monotonic()) > 0:
             readable, _, _ = select.select([self.connection], [], [], min(0.05, left))
             if readable and not self.connection.recv(1, socket.MSG_PEEK):
+                self.owner.hung_up.set()
+                return True
+        return False
+
+    def _ping(self, reply: Reply) -> None:
+        """Keep-alive comments only, never an event (see `pings`)."""
+        self._start_stream()
+        end = time.monotonic() + reply.seconds
+        while time.monotonic() < end and not self.owner._stopping.is_set():
+            if self._client_gone(reply.every) or not self._write_chunk(b": ping\n\n"):
                 return
+        self._end_stream()
 
     def _play(self, reply: Reply, stream: bool, include_usage: bool, model: str) -> None:
         completion_id = f"chatcmpl-{next(self.owner._ids)}"
@@ -324,12 +354,15 @@ class _Handler(BaseHTTPRequestHandler):
             self._hang(reply.seconds)
             self.close_connection = True  # no response at all: the client must time out
             return
+        if reply.kind == "pings":
+            self._ping(reply)
+            return
         if reply.kind in {"error", "raw", "sse"}:
             self._send(reply.status, reply.body, reply.content_type, reply.headers)
         elif stream:
             chunks = _repeating_name_chunks if "repeat_name" in self.owner.quirks else _chunks
             events = chunks(reply, completion_id, model, include_usage)
-            self._send_stream([*(json.dumps(e) for e in events), "[DONE]"])
+            self._send_stream([*(json.dumps(e) for e in events), "[DONE]"], reply.every)
         elif reply.kind == "empty_choices":
             self._send(200, json.dumps(_completion(completion_id, model, [], None)))
         else:
@@ -359,18 +392,38 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
         self.close_connection = True
 
-    def _send_stream(self, events: list[str]) -> None:
+    def _send_stream(self, events: list[str], every: float = 0.0) -> None:
+        """`events` as SSE `data:` lines, `every` seconds apart (ended early if the client hangs
+        up)."""
+        self._start_stream()
+        for event in events:
+            if every and self._client_gone(every):
+                return
+            if not self._write_chunk(f"data: {event}\n\n".encode()):
+                return
+        self._end_stream()
+
+    def _start_stream(self) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Transfer-Encoding", "chunked")
         self.send_header("Connection", "close")
         self.end_headers()
-        for event in events:
-            data = f"data: {event}\n\n".encode()
+        self.wfile.flush()
+        self.close_connection = True
+
+    def _write_chunk(self, data: bytes) -> bool:
+        """One HTTP chunk; False (recorded in `hung_up`) when the client has hung up."""
+        try:
             self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
             self.wfile.flush()
-        self.wfile.write(b"0\r\n\r\n")
-        self.close_connection = True
+        except (BrokenPipeError, ConnectionResetError):
+            self.owner.hung_up.set()
+            return False
+        return True
+
+    def _end_stream(self) -> None:
+        self._write_chunk(b"")
 
 
 def _error_body(message: str, type_: str, code: str) -> str:

@@ -83,8 +83,21 @@ def check_workspace(settings: Settings) -> Check:
 
 
 PROBE_QUESTION = "What is 6 times 7? Use the calculator tool to work it out."
-PROBE_TIMEOUT = 20.0
+PROBE_TIMEOUT = 20.0  # seconds per probe request, unless APP_MODEL_TIMEOUT is set
 PROBE_OUTPUT_TOKENS = 256
+SLOW_ADVICE = (
+    "a slow server (a small model on a CPU, or one busy with another request) may need "
+    "--tool-protocol react (plain text, streamed), or a longer timeout: "
+    "APP_MODEL_TIMEOUT=120 waypoint doctor --ping"
+)
+
+
+def probe_timeout(settings: Settings) -> float:
+    """How long one probe request may take: APP_MODEL_TIMEOUT when it is set, else at most
+    PROBE_TIMEOUT, so a default doctor run stays short."""
+    if "model_timeout" in settings.model_fields_set:
+        return settings.model_timeout
+    return min(settings.model_timeout, PROBE_TIMEOUT)
 
 
 def ping(settings: Settings) -> Check:
@@ -92,17 +105,18 @@ def ping(settings: Settings) -> Check:
     from langchain_core.messages import HumanMessage
 
     from app.models import make_chat_model
+    from graphs.shared.deadline import model_deadline
 
+    timeout = probe_timeout(settings)
     try:
         model = make_chat_model(
-            settings.model_spec,
-            timeout=min(settings.model_timeout, PROBE_TIMEOUT),
-            max_output_tokens=PROBE_OUTPUT_TOKENS,
+            settings.model_spec, timeout=timeout, max_output_tokens=PROBE_OUTPUT_TOKENS
         )
         started = time.perf_counter()
-        reply = model.invoke([HumanMessage("Reply with the single word: pong")])
+        with model_deadline(timeout):
+            reply = model.invoke([HumanMessage("Reply with the single word: pong")])
     except Exception as exc:  # the outcome of the ping is what doctor reports
-        return Check("ping", False, _failure(exc))
+        return Check("ping", False, _failure(exc, timeout))
     elapsed = (time.perf_counter() - started) * 1000
     return Check("ping", True, f"answered in {elapsed:.0f} ms: {_gist(reply)!r}")
 
@@ -114,25 +128,29 @@ def probe_tools(settings: Settings) -> Check:
     from langchain_core.messages import HumanMessage
 
     from app.models import make_chat_model
+    from graphs.shared.deadline import model_deadline
     from graphs.shared.tool_calls import run_tool_calls
     from tools.calculator import calculator
 
     protocol = settings.tool_protocol
     question = [HumanMessage(PROBE_QUESTION)]
+    timeout = probe_timeout(settings)
     try:
         model = make_chat_model(
             settings.model_spec,
-            timeout=min(settings.model_timeout, PROBE_TIMEOUT),
+            timeout=timeout,
             protocol=protocol,
             max_output_tokens=PROBE_OUTPUT_TOKENS,
         ).bind_tools([calculator])
-        reply = model.invoke(question)
+        with model_deadline(timeout):
+            reply = model.invoke(question)
         if not reply.tool_calls:
             return Check("tools", False, _ignored_tools(protocol, reply))
         results = run_tool_calls(reply, {calculator.name: calculator}, lambda event: None, 2000)
-        answer = model.invoke([*question, reply, *results])
+        with model_deadline(timeout):
+            answer = model.invoke([*question, reply, *results])
     except Exception as exc:  # the outcome of the probe is what doctor reports
-        return Check("tools", False, _failure(exc))
+        return Check("tools", False, _failure(exc, timeout))
     call = reply.tool_calls[0]
     return Check(
         "tools",
@@ -152,11 +170,15 @@ def _ignored_tools(protocol: str, reply: object) -> str:
     )
 
 
-def _failure(exc: Exception) -> str:
-    from graphs.shared.model_errors import classify_model_error
+def _failure(exc: Exception, timeout: float) -> str:
+    """What failed, and for a request that ran out of time, what to try next. The request was
+    given up on at `timeout`: its connection is closed, so the server can stop working on it."""
+    from graphs.shared.model_errors import classify_model_error, is_timeout
 
     if isinstance(exc, AppError):
         return str(exc)
+    if is_timeout(exc):
+        return f"the endpoint did not answer within {timeout:g} s, so the request was closed; {SLOW_ADVICE}"
     error = classify_model_error(exc)
     return f"{error['kind']}: {error['message']}"
 

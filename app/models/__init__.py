@@ -61,8 +61,11 @@ def _openai(
     """ChatOpenAI with its own retries off (the graph's retry node owns retries, visibly), made to
     work with the compatible servers' quirks (app/models/openai_compat.py)."""
     from app.models.openai_compat import CompatibleChatOpenAI
+    from app.models.wire import deadline_client
 
     options: dict = {"model": name, "timeout": timeout, "max_retries": 0, "streaming": True}
+    # Every socket operation ends by the turn's deadline, whatever bytes the endpoint keeps sending.
+    options["http_client"] = deadline_client()
     if max_output_tokens is not None:
         options["max_tokens"] = max_output_tokens
     base_url = base_url or os.environ.get("OPENAI_BASE_URL")

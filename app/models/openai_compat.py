@@ -15,7 +15,7 @@ from langchain_core.outputs import ChatGenerationChunk
 from langchain_openai import ChatOpenAI
 
 from graphs.shared.deadline import TurnTimeSpentError, seconds_left
-from graphs.shared.model_errors import EMPTY_STREAM, classify_model_error
+from graphs.shared.model_errors import EMPTY_STREAM, classify_model_error, is_invalid_response
 
 # How much repetition ends a reply: the same text at least MIN_REPEATS times in a row, covering
 # at least MIN_SPAN characters, with a repeated unit of at most MAX_PERIOD characters.
@@ -124,13 +124,18 @@ class CompatibleChatOpenAI(ChatOpenAI):
         run_manager: CallbackManagerForLLMRun | None,
         **kwargs: Any,
     ) -> ChatGenerationChunk:
-        """The empty stream's step asked again unstreamed. If that fails too, the failure is still
-        an empty stream (unless the server now names an overflow), so the graph can judge it by the
-        prompt's size: after a long prompt it is how some servers say the context is full."""
+        """The empty stream's step asked again unstreamed. A retry that fails is named by what
+        happened to it: a timeout stays a timeout, an HTTP error (an overflow the server names
+        included) that error. Only a retry that brought no completion either is still an empty
+        stream, which the graph judges by the prompt's size (after a long prompt it is how some
+        servers say the context is full)."""
         try:
             return self._unstreamed(messages, stop, run_manager, **kwargs)
         except Exception as exc:
-            if classify_model_error(exc)["kind"] == "context_overflow":
+            if (
+                not is_invalid_response(exc)
+                or classify_model_error(exc)["kind"] != "model_transient"
+            ):
                 raise
             raise EmptyStreamError(
                 f"{EMPTY_STREAM}, and the same request unstreamed failed too "

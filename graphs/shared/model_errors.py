@@ -77,9 +77,9 @@ def classify_model_error(exc: BaseException) -> LastError:
             return _error("model_transient", f"HTTP {status}: {detail}", _retry_after(exc))
         advice = FATAL_ADVICE.get(status, "the endpoint refused the request")
         return _error("model_fatal", f"HTTP {status}: {advice} ({detail})")
-    if _is_invalid_response(exc):
+    if is_invalid_response(exc):
         return _error("model_transient", f"invalid response from endpoint: {detail}")
-    if _is_timeout(exc):
+    if is_timeout(exc):
         return _error("model_transient", f"the model endpoint did not answer in time: {detail}")
     if _is_network_error(exc):
         return _error("model_transient", f"could not reach the model endpoint: {detail}")
@@ -176,13 +176,15 @@ def _body_text(exc: BaseException) -> str:
         return str(body)
 
 
-def _is_invalid_response(exc: BaseException) -> bool:
+def is_invalid_response(exc: BaseException) -> bool:
+    """A 200 whose body was no completion (an empty stream, empty `choices`, not JSON)."""
     if isinstance(exc, json.JSONDecodeError | IndexError):
         return True
     return isinstance(exc, ValueError) and any(m in str(exc) for m in INVALID_RESPONSE_MESSAGES)
 
 
-def _is_timeout(exc: BaseException) -> bool:
+def is_timeout(exc: BaseException) -> bool:
+    """The request ran out of time (its own timeout, or the turn's deadline)."""
     names = {cls.__name__ for cls in type(exc).__mro__}
     return isinstance(exc, TimeoutError) or bool(names & {"APITimeoutError", "TimeoutException"})
 
