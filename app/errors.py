@@ -71,6 +71,7 @@ class ThreadBusyError(UsageError):
 
 
 class AgentRunError(AppError):
-    """Raised when a turn ended in the failure handler; its message is the agent's failure answer."""
+    """Raised when a one-shot turn did not answer what was asked: it failed (the failure handler
+    ended it, an action was not done) or was stopped (a budget, the step limit, a loop)."""
 
     exit_status = ExitStatus.RUN_FAILED

@@ -232,9 +232,9 @@ def test_chat_flags_set_the_budgets():
         "-m",
         "weather in Paris and Tokyo, which is warmer?",
     )
-    assert result.returncode == 0, result.stderr.decode()
     final = json.loads(result.stdout.decode().splitlines()[-1])
     assert final["status"] in {"budget_exhausted", "answered"}  # a fast machine may finish in time
+    assert result.returncode == (0 if final["status"] == "answered" else 1), result.stderr.decode()
     bad = run_cli("chat", "-t", "b", "--max-seconds", "0", "-m", "hi")
     assert bad.returncode == 2
 

@@ -44,13 +44,12 @@ def graph_history(database: Database, thread_id: str) -> list[TurnSummary]:
         rows = groups[turn]
         snapshot = graph.get_state(thread_config(thread_id, rows[-1].checkpoint_id))
         values = snapshot.values
+        status = turn_status(values) if values.get("status") or not snapshot.next else "interrupted"
         summaries.append(
             TurnSummary(
                 turn=turn,
                 preview=next((r.preview for r in rows if r.preview), ""),
-                status=turn_status(values)
-                if values.get("status") or not snapshot.next
-                else "interrupted",
+                status=status,
                 steps=len(rows),
                 iteration=values.get("iteration", 0),
                 retry_count=values.get("retry_count", 0),
@@ -62,6 +61,7 @@ def graph_history(database: Database, thread_id: str) -> list[TurnSummary]:
                 ],
                 checkpoint_id=rows[-1].checkpoint_id,
                 updated_at=rows[-1].created_at,
+                success=status == "answered",
             )
         )
     return summaries

@@ -1,5 +1,6 @@
-"""Turns that say honestly how they went: an answer no evaluator could judge, an empty plan, and a
-piped message whose trailing newline stays out of the thread's title."""
+"""Turns that say honestly how they went: an answer no evaluator could judge, an empty plan, a piped
+message whose trailing newline stays out of the thread's title, and one rule for success (only an
+answered turn is one) on the CLI's exit status, the API and `history`."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from graphs.state import AgentContext
 from graphs.strategies import get_strategy, strategy_turn_input
 from tests.conftest import run_cli
 from tests.fakes import ScriptedChatModel
+from tests.openai_server import OpenAIServer, hang
 from tools import default_tools
 
 
@@ -91,31 +93,64 @@ def test_a_piped_message_keeps_its_trailing_newline_out_of_the_title(ending: byt
     assert thread["title"] == "what is 6 times 7"
 
 
-@pytest.mark.parametrize(
-    ("message", "outcome", "exit_code"),
-    [
-        ("what is 6 times 7", "answered", 0),
-        ("search for release checklist", "failed", 1),  # the corpus is empty: a polite failure
-        ("read missing.txt", "failed", 1),
-    ],
-)
-def test_the_api_history_and_exit_code_tell_one_outcome(message: str, outcome: str, exit_code: int):
+def outcomes(message: str, limits: dict[str, Any]) -> tuple[int, str, str, list[tuple]]:
+    """The same turn through the CLI (exit status, stderr) and the HTTP API (the run's values and
+    the thread's state), and `history --json` of both threads: (exit, API status, stderr, rows)."""
     from fastapi.testclient import TestClient
 
     from app.config import load_settings
     from app.server.api import create_app
 
-    cli = run_cli("chat", "-t", "cli", "-m", message)
-    assert cli.returncode == exit_code, cli.stderr.decode()
+    flags = [f"--{name.replace('_', '-')}={value}" for name, value in limits.items()]
+    cli = run_cli("chat", "-t", "cli", *flags, "-m", message)
     client = TestClient(create_app(load_settings()), base_url="http://localhost")
     client.post("/threads", json={"thread_id": "api"}).raise_for_status()
     body = {
         "assistant_id": "waypoint",
         "input": {"messages": [{"role": "user", "content": message}]},
+        "context": limits,
     }
     values = client.post("/threads/api/runs/wait", json=body).json()
-    assert values["status"] == outcome
-    assert client.get("/threads/api/state").json()["values"]["status"] == outcome
+    assert client.get("/threads/api/state").json()["values"]["status"] == values["status"]
+    rows = []
     for thread in ("cli", "api"):
         [row] = json.loads(run_cli("history", "-t", thread, "--json").stdout)
-        assert row["status"] == outcome, thread
+        rows.append((row["status"], row["success"]))
+    return cli.returncode, values["status"], cli.stderr.decode(), rows
+
+
+@pytest.mark.parametrize(
+    ("message", "limits", "outcome", "exit_code"),
+    [
+        ("what is 6 times 7", {}, "answered", 0),
+        ("search for release checklist", {}, "failed", 1),  # the corpus is empty: a polite failure
+        ("read missing.txt", {}, "failed", 1),
+        # The calculator ran, then the step limit stopped the turn: stopped is not answered.
+        ("what is 6 times 7", {"max_iterations": 1}, "max_iterations", 1),
+    ],
+)
+def test_the_api_history_and_exit_code_tell_one_outcome(
+    message: str, limits: dict[str, Any], outcome: str, exit_code: int
+) -> None:
+    code, status, stderr, rows = outcomes(message, limits)
+
+    assert code == exit_code, stderr
+    assert status == outcome
+    assert rows == [(outcome, exit_code == 0)] * 2
+
+
+def test_a_time_budget_spent_with_nothing_done_is_not_a_success(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with OpenAIServer() as stalled:
+        stalled.add(hang(60.0), hang(60.0))  # the CLI's turn, then the API's
+        monkeypatch.setenv("OPENAI_BASE_URL", stalled.base_url)
+        monkeypatch.setenv("APP_MODEL", "openai:m")
+
+        code, status, stderr, rows = outcomes("hello", {"max_seconds": 1})
+
+        assert code == 1, stderr
+        assert "turn 1 of thread cli stopped before answering: the time or token budget" in stderr
+        assert status == "budget_exhausted"
+        assert rows == [("budget_exhausted", False)] * 2
+        stalled.assert_done()

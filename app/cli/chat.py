@@ -155,6 +155,7 @@ def _one_shot(
 ) -> int:
     from app.cli.render import ConsoleRenderer, JsonlRenderer
     from app.service.events import Notice
+    from app.service.outcome import is_success, unanswered_reason
     from app.service.runtime import open_runtime
     from app.service.session import TurnInterrupted
 
@@ -180,8 +181,11 @@ def _one_shot(
         except TurnInterrupted as exc:
             io.err.print(f"[yellow]{exc}; what was shown is saved[/yellow]")
             return ExitStatus.INTERRUPTED
-    if result.status == "failed":  # the failure handler ended it, or what was asked was not done
-        raise AgentRunError(f"turn {result.turn} of thread {thread_id} failed")
+    if result.status != "interrupted" and not is_success(result.status):
+        # Failed (retries used up, an action not done) or stopped (a budget, the step limit, a
+        # loop): not answered, so not a success (app/service/outcome.py).
+        reason = unanswered_reason(result.status)
+        raise AgentRunError(f"turn {result.turn} of thread {thread_id} {reason}")
     return ExitStatus.OK
 
 

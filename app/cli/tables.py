@@ -26,6 +26,10 @@ TEXT_MIN_WIDTH = 16  # the narrowest a free-text column (an input, a title) gets
 STATUS_STYLES = {
     "answered": "green",
     "failed": "red",
+    # Stopped before answering (app/service/outcome.py): not a success either.
+    "budget_exhausted": "red",
+    "max_iterations": "red",
+    "loop_detected": "red",
     "cancelled": "yellow",
     "interrupted": "yellow",
 }

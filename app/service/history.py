@@ -17,7 +17,7 @@ from app.db import raw
 from app.db.base import Database
 from app.db.unreadable import UnreadableCheckpointError, unreadable
 from app.service.index import CheckpointIndex, CheckpointRow
-from app.service.outcome import ToolResult, settled_status, unrecovered
+from app.service.outcome import ToolResult, is_success, settled_status, unrecovered
 from app.service.threads import reading
 from app.store import validate_thread_id
 from graphs import field_types
@@ -41,6 +41,7 @@ class TurnSummary:
     tools: list[str]
     checkpoint_id: str
     updated_at: str
+    success: bool  # the turn answered what was asked (app/service/outcome.py, `is_success`)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -93,16 +94,18 @@ def _summarise(turn: int, rows: list[CheckpointRow], states: StoredStates) -> Tu
         if isinstance(call, dict)
     ]
     waiting = bool(states.next_nodes(last.checkpoint_id))
+    status = _status(values) if values.get("status") or not waiting else "interrupted"
     return TurnSummary(
         turn=turn,
         preview=next((r.preview for r in rows if r.preview), ""),
-        status=_status(values) if values.get("status") or not waiting else "interrupted",
+        status=status,
         steps=len(rows),
         iteration=values.get("iteration", 0),
         retry_count=values.get("retry_count", 0),
         tools=tools,
         checkpoint_id=last.checkpoint_id,
         updated_at=last.created_at,
+        success=is_success(status),
     )
 
 

@@ -1,6 +1,7 @@
 """How a turn really ended: `answered` only when what was asked was done. The graph says `answered`
 whenever the model answered; an answer that reports a failed action is the turn failing politely, and
-the exit status, `history` and the final event say `failed`.
+the exit status, `history` and the final event say `failed`. One rule (`is_success`) decides success
+everywhere: only an `answered` turn succeeded; a failed or stopped one did not.
 
 The rule is written once over plain data (the model steps' call ids, the tool results), so `history`
 applies it to stored messages without loading LangChain (app/service/history.py)."""
@@ -12,6 +13,30 @@ from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from langchain_core.messages import AnyMessage, ToolMessage
+
+
+ANSWERED = "answered"
+# Turns the agent stopped before the request was answered, with what stopped them (the words the
+# one-shot's error line uses).
+STOPPED = {
+    "budget_exhausted": "the time or token budget ran out",
+    "max_iterations": "the step limit was reached",
+    "loop_detected": "it repeated the same tool call",
+}
+
+
+def is_success(status: str) -> bool:
+    """The one rule of the exit status, the API's run outcome and `history`: a turn succeeded only
+    when it answered what was asked. Failed turns (retries used up, an action not done) and
+    stopped ones (a budget spent, the step limit, a loop) did not, whatever they said."""
+    return status == ANSWERED
+
+
+def unanswered_reason(status: str) -> str:
+    """Why a turn that did not succeed ended, in words for one error line."""
+    if status in STOPPED:
+        return f"stopped before answering: {STOPPED[status]} ({status})"
+    return status
 
 
 class ToolResult(NamedTuple):
@@ -33,8 +58,8 @@ def turn_status(values: dict) -> str:
 
 def settled_status(values: dict, has_unrecovered_failures: Callable[[], bool]) -> str:
     """The turn's status from its values, asking about its tool calls only when that decides it."""
-    status = values.get("status") or "answered"
-    if status != "answered":
+    status = values.get("status") or ANSWERED
+    if status != ANSWERED:
         return status
     verdict = values.get("verdict")
     if verdict is not None:  # reflexion: the last evaluation judged the last attempt
