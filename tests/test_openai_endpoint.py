@@ -357,7 +357,8 @@ def test_hang_times_out_and_is_retried(session: Session, openai_server: OpenAISe
     [retry] = session.retries()
     assert (retry["kind"], retry["reason"]) == (
         "model_transient",
-        "the model endpoint did not answer in time: Request timed out.",
+        "the model endpoint did not answer in time: no reply within 1 s (the request timeout; "
+        "keep-alive comments do not count)",
     )
     assert_next_turn_works(session, openai_server)
 

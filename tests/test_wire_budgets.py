@@ -144,3 +144,20 @@ def test_a_timeout_after_an_empty_stream_that_is_not_retried_says_timeout(tmp_pa
         assert "did not answer in time" in notice
         assert "no longer fits" not in notice and "shorter message" not in notice
         busy.assert_done()
+
+
+def test_without_a_time_budget_the_request_timeout_ends_a_ping_only_reply(tmp_path: Path) -> None:
+    with OpenAIServer() as pinging:
+        pinging.add(*[pings(ENDPOINT_SECONDS)] * 3)  # max_retries=2: three attempts
+
+        values, elapsed = timed_turn(pinging, tmp_path, None, timeout=1.0)
+
+        assert elapsed < 3 * 1.0 + MARGIN
+        notice = values["messages"][-1].content
+        assert values["status"] == "failed"
+        assert notice.startswith("The model call kept failing after 3 attempts")
+        assert (
+            "no reply within 1 s (the request timeout; keep-alive comments do not count)" in notice
+        )
+        assert pinging.hung_up.wait(HANGUP_WAIT)
+        pinging.assert_done()

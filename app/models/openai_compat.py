@@ -14,8 +14,13 @@ from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGenerationChunk
 from langchain_openai import ChatOpenAI
 
-from graphs.shared.deadline import TurnTimeSpentError, seconds_left
-from graphs.shared.model_errors import EMPTY_STREAM, classify_model_error, is_invalid_response
+from graphs.shared.deadline import TurnTimeSpentError, model_deadline, seconds_left
+from graphs.shared.model_errors import (
+    EMPTY_STREAM,
+    classify_model_error,
+    is_invalid_response,
+    is_timeout,
+)
 
 # How much repetition ends a reply: the same text at least MIN_REPEATS times in a row, covering
 # at least MIN_SPAN characters, with a repeated unit of at most MAX_PERIOD characters.
@@ -99,7 +104,7 @@ class CompatibleChatOpenAI(ChatOpenAI):
         answered = False
         stream = super()._stream(messages, stop=stop, run_manager=run_manager, **kwargs)
         try:
-            for chunk in stream:
+            while (chunk := self._next_in_time(stream)) is not None:
                 chunk = without_repeated_names(chunk, named)
                 answered = answered or has_output(chunk.message)
                 yield chunk
@@ -116,6 +121,22 @@ class CompatibleChatOpenAI(ChatOpenAI):
             stream.close()  # stops reading: the HTTP response is closed
         if not answered:
             yield self._unstreamed_after_empty(messages, stop, run_manager, **kwargs)
+
+    def _next_in_time(self, stream: Iterator[ChatGenerationChunk]) -> ChatGenerationChunk | None:
+        """The stream's next chunk (None at its end), waited for at most the request timeout and
+        never past the turn's deadline. Socket reads alone would wait for ever on a server that
+        sends only keep-alive comments (`: ping`): each comment starts their timeout again."""
+        try:
+            with model_deadline(self._timeout_seconds()):
+                return next(stream, None)
+        except Exception as exc:
+            if quiet := _own_timeout(exc, self._timeout_seconds()):
+                raise quiet from exc
+            raise
+
+    def _timeout_seconds(self) -> float | None:
+        timeout = self.request_timeout
+        return float(timeout) if isinstance(timeout, int | float) else None
 
     def _unstreamed_after_empty(
         self,
@@ -151,7 +172,13 @@ class CompatibleChatOpenAI(ChatOpenAI):
     ) -> ChatGenerationChunk:
         """The same step once more as a plain request, as one chunk."""
         kwargs.pop("stream_usage", None)
-        result = super()._generate(messages, stop=stop, **{**kwargs, "stream": False})
+        try:
+            with model_deadline(self._timeout_seconds()):  # the whole reply, pings or not
+                result = super()._generate(messages, stop=stop, **{**kwargs, "stream": False})
+        except Exception as exc:
+            if quiet := _own_timeout(exc, self._timeout_seconds()):
+                raise quiet from exc
+            raise
         generation = result.generations[0]
         chunk = ChatGenerationChunk(
             message=as_chunk(generation.message), generation_info=generation.generation_info
@@ -159,6 +186,22 @@ class CompatibleChatOpenAI(ChatOpenAI):
         if run_manager:
             run_manager.on_llm_new_token(chunk.text, chunk=chunk)
         return chunk
+
+
+class QuietEndpointError(TimeoutError):
+    """The endpoint sent no reply within the request timeout (nothing, or keep-alive comments
+    only), while the turn still had time: a timeout, retried like one."""
+
+
+def _own_timeout(exc: Exception, timeout: float | None) -> QuietEndpointError | None:
+    """For a request that ran out of its own time (not the turn's), a timeout that says so: the
+    socket's error would speak of a turn budget that is not spent."""
+    left = seconds_left()
+    if timeout is None or not is_timeout(exc) or (left is not None and left <= 0):
+        return None
+    return QuietEndpointError(
+        f"no reply within {timeout:g} s (the request timeout; keep-alive comments do not count)"
+    )
 
 
 def without_repeated_names(
