@@ -153,4 +153,18 @@ def test_a_time_budget_spent_with_nothing_done_is_not_a_success(
         assert "turn 1 of thread cli stopped before answering: the time or token budget" in stderr
         assert status == "budget_exhausted"
         assert rows == [("budget_exhausted", False)] * 2
-        stalled.assert_done()
+        stalled.discard_unused()  # a loaded machine may spend the second before the request
+
+
+def test_a_plan_that_could_not_be_used_is_not_called_a_tool_failure(tmp_path: Path) -> None:
+    unknown = PlanStep(tool="teleport", arguments={"to": "Oslo"}, reason="go and look")
+    model = ScriptedChatModel(script=[Plan(steps=[unknown])] * 3)  # the retry budget: 2
+
+    values, _ = run("plan", model, tmp_path, max_retries=2)
+
+    notice = values["messages"][-1].content
+    assert values["status"] == "failed"
+    assert notice.startswith("The model's plan could not be used after 3 attempts (retry budget 2)")
+    assert "teleport" in notice and "--strategy react" in notice
+    assert "tool calls kept failing" not in notice
+    model.assert_done()

@@ -18,7 +18,16 @@ from app.service.context import SYSTEM_PROMPT
 from graphs.state import AgentContext
 from graphs.strategies import get_strategy, strategy_turn_input
 from tests.conftest import run_cli
-from tests.openai_server import LLAMA_CPP_PYTHON, OpenAIServer, Reply, hang, pings, slow_text, text
+from tests.openai_server import (
+    LLAMA_CPP_PYTHON,
+    OpenAIServer,
+    Reply,
+    empty_choices,
+    hang,
+    pings,
+    slow_text,
+    text,
+)
 from tools import default_tools
 
 BUDGET = 2.0  # seconds: the turn's --max-seconds
@@ -161,3 +170,18 @@ def test_without_a_time_budget_the_request_timeout_ends_a_ping_only_reply(tmp_pa
         )
         assert pinging.hung_up.wait(HANGUP_WAIT)
         pinging.assert_done()
+
+
+def test_an_empty_stream_then_no_completion_is_told_without_the_parsers_error(
+    tmp_path: Path,
+) -> None:
+    with OpenAIServer(quirks=LLAMA_CPP_PYTHON) as empty:
+        empty.add(*[empty_choices()] * 3)  # the unstreamed retries bring no choice either
+
+        values, _ = timed_turn(empty, tmp_path, None)
+
+        notice = values["messages"][-1].content
+        assert values["status"] == "failed"
+        assert "unstreamed brought no reply either" in notice
+        assert "Error" not in notice  # no IndexError, ValueError … for the user to decode
+        empty.assert_done()

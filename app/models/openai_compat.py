@@ -158,9 +158,9 @@ class CompatibleChatOpenAI(ChatOpenAI):
                 or classify_model_error(exc)["kind"] != "model_transient"
             ):
                 raise
+            # The user reads this: what the endpoint did, not the parser's IndexError.
             raise EmptyStreamError(
-                f"{EMPTY_STREAM}, and the same request unstreamed failed too "
-                f"({type(exc).__name__}: {str(exc)[:200]})"
+                f"{EMPTY_STREAM}, and the same request unstreamed brought no reply either"
             ) from exc
 
     def _unstreamed(

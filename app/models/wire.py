@@ -13,7 +13,7 @@ import httpx
 
 from graphs.shared.deadline import seconds_left
 
-BUDGET_SPENT = "the turn's time budget ran out while the model endpoint was sending its reply"
+BUDGET_SPENT = "the turn's time budget ran out while waiting for the model endpoint"
 
 
 def bounded(timeout: float | None, error: type[Exception]) -> float | None:

@@ -17,6 +17,7 @@ from graphs.plan.steps import (
     step_line,
 )
 from graphs.shared.approvals import review_calls
+from graphs.shared.closing import INVALID_PLAN
 from graphs.shared.limits import exhausted_budget
 from graphs.shared.live import context_of
 from graphs.shared.messages import for_model, new_message_id
@@ -25,7 +26,6 @@ from graphs.shared.requests import asking
 from graphs.shared.tool_calls import run_tool_calls
 from graphs.state import AgentContext, LastError
 
-INVALID_PLAN = "invalid plan: "
 EMPTY_PLAN = (
     "the plan has no steps; if the request needs no tool at all, send the empty plan again, "
     "otherwise send the steps that answer it"

@@ -36,6 +36,7 @@ HANDLER_FAILED = (
     "This is a bug in Waypoint; the thread is intact and you can go on. Run with --debug to see "
     "the traceback."
 )
+INVALID_PLAN = "invalid plan: "  # how the plan strategy's planner words a plan it could not use
 FINAL_ANSWER_GRACE_SECONDS = 10.0  # at most, for the last answer after the time budget ran out
 FINAL_ANSWER_INSTRUCTION = (
     "You cannot call tools any more in this turn. Answer the user now from the results above, "
@@ -55,6 +56,8 @@ def failure_handler(state: AgentState, runtime: Runtime[AgentContext]) -> dict:
     )
     if error["kind"] == "context_overflow":
         text = overflow_text(error, context)
+    elif error["kind"] == "tool" and error["message"].startswith(INVALID_PLAN):
+        text = unreadable_plan_text(error, state.get("retry_count", 0), context.max_retries)
     elif error["kind"] == "tool" and replies_unparsed(state["messages"]):
         text = unparsed_text(error, state.get("retry_count", 0), context.max_retries)
     return {"messages": [*closing, notice_message(text, "failure")], "status": "failed"}
@@ -114,6 +117,15 @@ def unparsed_text(error: LastError, attempts: int, max_retries: int) -> str:
         f"{attempts + 1} attempts (retry budget {max_retries}): {error['message']}\n"
         "The model may be too small to follow the tool-call format: try a larger model, or the "
         "other --tool-protocol (native or react)."
+    )
+
+
+def unreadable_plan_text(error: LastError, attempts: int, max_retries: int) -> str:
+    """A plan the model kept sending in a form that could not be used: no tool call failed."""
+    return (
+        f"The model's plan could not be used after {attempts + 1} attempts (retry budget "
+        f"{max_retries}): {error['message']}\nThe model may be too "
+        "small to write a plan: try --strategy react, or a larger model."
     )
 
 
