@@ -182,6 +182,6 @@ def test_an_empty_stream_then_no_completion_is_told_without_the_parsers_error(
 
         notice = values["messages"][-1].content
         assert values["status"] == "failed"
-        assert "unstreamed brought no reply either" in notice
+        assert "unstreamed brought no reply either (its `choices` were empty)" in notice
         assert "Error" not in notice  # no IndexError, ValueError … for the user to decode
         empty.assert_done()

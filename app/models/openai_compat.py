@@ -158,9 +158,10 @@ class CompatibleChatOpenAI(ChatOpenAI):
                 or classify_model_error(exc)["kind"] != "model_transient"
             ):
                 raise
-            # The user reads this: what the endpoint did, not the parser's IndexError.
+            # The user reads this: what the endpoint sent, not the parser's exception class.
+            detail = "its `choices` were empty" if isinstance(exc, IndexError) else str(exc)[:200]
             raise EmptyStreamError(
-                f"{EMPTY_STREAM}, and the same request unstreamed brought no reply either"
+                f"{EMPTY_STREAM}, and the same request unstreamed brought no reply either ({detail})"
             ) from exc
 
     def _unstreamed(
