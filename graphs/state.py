@@ -6,7 +6,7 @@ import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Literal, NotRequired
+from typing import Annotated, Final, Literal, NotRequired
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AnyMessage, BaseMessage, RemoveMessage
@@ -29,6 +29,9 @@ TurnStatus = Literal[
 ]
 Budget = Literal["time", "tokens"]
 
+# LangGraph's END, typed as the literal routers return (langgraph types its END as plain `str`).
+END: Final = "__end__"
+
 
 class LastError(TypedDict):
     """The failure the graph is currently handling."""
@@ -36,6 +39,12 @@ class LastError(TypedDict):
     kind: ErrorKind
     message: str
     retry_after: float | None
+
+
+def last_error_kind(state: AgentState) -> ErrorKind | None:
+    """The kind of the failure the graph is handling, or None."""
+    error = state.get("last_error")
+    return error["kind"] if error else None
 
 
 def merge_messages(current: list[AnyMessage], batches: Sequence[list[AnyMessage]]) -> list:

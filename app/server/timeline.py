@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from app.config import Settings
 from app.db.base import Database
+from app.server.schemas import ForkRequest, RollbackRequest
 from app.service import api
 from app.service.index import CheckpointIndex, CheckpointRow
 
@@ -80,7 +81,9 @@ def _segment(run: list[CheckpointRow], head: str, on_branch: set[str]) -> dict:
     }
 
 
-def do_rollback(database: Database, settings: Settings, thread_id: str, request) -> dict:  # type: ignore[no-untyped-def]
+def do_rollback(
+    database: Database, settings: Settings, thread_id: str, request: RollbackRequest
+) -> dict:
     report = api.rollback(
         database,
         thread_id,
@@ -102,7 +105,9 @@ def do_rollback(database: Database, settings: Settings, thread_id: str, request)
     }
 
 
-def do_fork(database: Database, settings: Settings, thread_id: str, new_id: str, request) -> dict:  # type: ignore[no-untyped-def]
+def do_fork(
+    database: Database, settings: Settings, thread_id: str, new_id: str, request: ForkRequest
+) -> dict:
     report = api.fork(
         database,
         thread_id,

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StateSnapshot
 
-from app.service.threads import load_state, thread_config
+from app.service.threads import load_state, saver_of, thread_config
 
 CHECKPOINTS_MODE = "checkpoints"
 
@@ -31,7 +32,7 @@ class HeadCache:
         self._paused = False
 
     @property
-    def config(self) -> dict:
+    def config(self) -> RunnableConfig:
         return thread_config(self.thread_id)
 
     def load(self) -> StateSnapshot:
@@ -76,7 +77,7 @@ class HeadCache:
         return snapshot
 
     def _is_current(self, snapshot: StateSnapshot) -> bool:
-        head = self.graph.checkpointer.get_tuple(self.config)
+        head = saver_of(self.graph).get_tuple(self.config)
         if head is None or head.pending_writes:
             return False
         return head.config["configurable"]["checkpoint_id"] == _checkpoint_id(snapshot)

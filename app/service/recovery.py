@@ -11,8 +11,9 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StateSnapshot
 
 from app.service.events import EventSink, Notice
-from app.service.threads import load_state, thread_config
+from app.service.threads import load_state, saver_of, thread_config
 from app.text import plural
+from graphs.shared.approvals import ApprovalRequest
 from graphs.shared.messages import cancelled_results, dangling_tool_calls, new_message_id
 from graphs.shared.recorded import recorded_results
 from graphs.state import turn_resets
@@ -26,7 +27,7 @@ def turn_metadata(snapshot: StateSnapshot, *extra: str) -> dict:
     return {k: v for k, v in (snapshot.metadata or {}).items() if k in keys}
 
 
-def pending_approval(state: StateSnapshot) -> list[dict]:
+def pending_approval(state: StateSnapshot) -> list[ApprovalRequest]:
     """The risky calls a paused turn is waiting to have approved (survives restarts)."""
     for task in state.tasks:
         for pending in task.interrupts:
@@ -61,7 +62,7 @@ def repair_interrupted(
 def _recorded(graph: CompiledStateGraph, thread_id: str, calls: list) -> dict[str, ToolMessage]:
     """The results calls with side effects among `calls` recorded before the run stopped: they
     ran, so they are answered with what they returned (graphs/shared/recorded.py)."""
-    saved = graph.checkpointer.get_tuple(thread_config(thread_id)) if calls else None
+    saved = saver_of(graph).get_tuple(thread_config(thread_id)) if calls else None
     recorded = recorded_results(saved.pending_writes if saved is not None else None)
     return {c["id"]: recorded[c["id"]] for c in calls if c["id"] in recorded}
 
@@ -88,7 +89,7 @@ def close_interrupted(graph: CompiledStateGraph, thread_id: str, partial: str) -
 
 def _finished_but_uncommitted(graph: CompiledStateGraph, thread_id: str) -> list[BaseMessage]:
     """Messages that tasks of the stopped step wrote before it could be checkpointed."""
-    saved = graph.checkpointer.get_tuple(thread_config(thread_id))
+    saved = saver_of(graph).get_tuple(thread_config(thread_id))
     writes = saved.pending_writes if saved is not None else []
     values = [value for _, channel, value in writes or [] if channel == "messages"]
     flat = [m for value in values for m in (value if isinstance(value, list) else [value])]

@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Unpack
 
 from app.db.base import Database
 from app.db.unreadable import SHAPE_ERRORS, UnreadableCheckpointError, unreadable
@@ -16,6 +16,7 @@ from app.db.unreadable import SHAPE_ERRORS, UnreadableCheckpointError, unreadabl
 __all__ = ["unreadable"]  # with the services below
 
 if TYPE_CHECKING:  # the graph machinery is not needed to list threads (`threads list` stays fast)
+    from langchain_core.runnables import RunnableConfig
     from langgraph.checkpoint.base import BaseCheckpointSaver
     from langgraph.graph.state import CompiledStateGraph
     from langgraph.store.base import BaseStore
@@ -74,8 +75,12 @@ def checkpoint_time(checkpoint_id: str) -> str:
 
 
 def thread_config(
-    thread_id: str, checkpoint_id: str | None = None, *, root: bool = False, **extra: object
-) -> dict:
+    thread_id: str,
+    checkpoint_id: str | None = None,
+    *,
+    root: bool = False,
+    **extra: Unpack[RunnableConfig],
+) -> RunnableConfig:
     """The config that names a thread (and a checkpoint of it): the one place it is written.
     `extra` adds top-level keys (metadata, recursion_limit). A checkpoint, or `root`, goes with the
     root namespace: LangGraph needs it to copy a thread's first checkpoint (it has no parent), and
@@ -86,6 +91,16 @@ def thread_config(
     if checkpoint_id is not None:
         configurable["checkpoint_id"] = checkpoint_id
     return {"configurable": configurable, **extra}
+
+
+def saver_of(graph: CompiledStateGraph) -> BaseCheckpointSaver:
+    """The saver of a thread's graph (`thread_graph` and `strategy_graph` always compile one in)."""
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+
+    saver = graph.checkpointer
+    if not isinstance(saver, BaseCheckpointSaver):
+        raise TypeError(f"the graph was compiled without a checkpoint saver ({saver!r})")
+    return saver
 
 
 def load_state(graph: CompiledStateGraph, thread_id: str) -> StateSnapshot:

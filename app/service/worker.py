@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Collection, Iterator
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 
 from app.db.fence import Fence, fenced, unfenced
@@ -66,7 +67,7 @@ class Handoff:
 def stream_in_worker(
     graph: CompiledStateGraph,
     graph_input: Any,
-    config: dict,
+    config: RunnableConfig,
     context: Any,
     name: str,
     stop: threading.Event | None = None,

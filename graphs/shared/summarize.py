@@ -27,7 +27,7 @@ from graphs.shared.model_errors import window_from_text
 from graphs.shared.requests import asking
 from graphs.shared.tokens import message_tokens
 from graphs.shared.window import SAFETY_MARGIN, ContextWindow, context_budget, prompt_tokens
-from graphs.state import AgentContext, AgentState, LastError
+from graphs.state import AgentContext, AgentState, LastError, last_error_kind
 
 SUMMARY_NAME = "conversation_summary"
 SUMMARIZE_INSTRUCTION = (
@@ -251,7 +251,7 @@ def summarize(state: AgentState, runtime: Runtime[AgentContext]) -> dict:
     """Shrink the context: older turns become one summary message sized to the model's window;
     after an overflow it first learns the window (and counts as one recovery attempt)."""
     context = context_of(runtime)
-    overflow = (state.get("last_error") or {}).get("kind") == "context_overflow"
+    overflow = last_error_kind(state) == "context_overflow"
     window = context.window if context.window is not None else ContextWindow()
     if overflow:
         stated = window_from_text(state["last_error"]["message"])  # type: ignore[index]

@@ -148,7 +148,7 @@ class _Fields(dict):
     def __missing__(self, field: str) -> str:
         return f"{{{{step {self.number}.{field}}}}}"
 
-    def get(self, field: str, default: object = None) -> object:  # type: ignore[override]
+    def get(self, field: str, default: object = None) -> object:
         return self[field]
 
     def with_unit(self, unit: str | None) -> _Fields:
