@@ -84,6 +84,7 @@ def ask_structured(
         result = runnable.invoke(list(messages))
     except Exception as exc:  # the model boundary: every failure is classified and routed
         return StructuredReply(None, None, classify_model_error(exc))
+    assert isinstance(result, dict)  # include_raw=True: {"raw", "parsed", "parsing_error"}
     raw = result.get("raw") if isinstance(result.get("raw"), AIMessage) else None
     tokens = total_tokens(raw) if raw is not None else 0
     if result.get("parsing_error") is not None:
@@ -103,8 +104,8 @@ def transient(message: str) -> LastError:
 
 
 def total_tokens(reply: AIMessage) -> int:
-    usage = reply.usage_metadata or {}
-    return int(usage.get("total_tokens") or 0)
+    usage = reply.usage_metadata
+    return int(usage.get("total_tokens") or 0) if usage else 0
 
 
 def with_id(reply: AIMessage) -> AIMessage:

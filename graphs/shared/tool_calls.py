@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextvars import copy_context
 from typing import Any
 
-from langchain_core.messages import AIMessage, ToolCall, ToolMessage
+from langchain_core.messages import AIMessage, InvalidToolCall, ToolCall, ToolMessage
 from langchain_core.tools import BaseTool
 from pydantic import ValidationError
 
@@ -142,7 +142,7 @@ def _execute(
     return "success", _as_text(result), None, None
 
 
-def _answer_invalid_call(call: dict, tools_by_name: dict[str, BaseTool]) -> ToolMessage:
+def _answer_invalid_call(call: InvalidToolCall, tools_by_name: dict[str, BaseTool]) -> ToolMessage:
     name = call.get("name") or "unknown"
     reason = call.get("error") or "the arguments are not valid JSON"
     content = (
