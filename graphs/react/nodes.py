@@ -76,6 +76,8 @@ def tools(state: AgentState, runtime: Runtime[AgentContext]) -> dict:
     """Run every call of the last AI message; any failed call makes this step a tool error."""
     context = context_of(runtime)
     request = state["messages"][-1]
+    # route_after_agent sends here only a reply with tool calls
+    assert isinstance(request, AIMessage), f"the tools node got a {type(request).__name__}"
     allowed, refused = review_calls(
         request.tool_calls, context.tools_by_name, context.approval, context.confirm_tools
     )

@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, AnyMessage, SystemMessage
+from langchain_core.language_models import BaseChatModel, LanguageModelInput
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, SystemMessage
+from langchain_core.runnables import Runnable
 from pydantic import BaseModel
 
 from graphs.shared.messages import for_model, new_message_id
@@ -47,8 +48,8 @@ def model_input(messages: Sequence[AnyMessage], context: AgentContext) -> list[A
 
 
 def call_model(
-    model: BaseChatModel,
-    messages: Sequence[AnyMessage],
+    model: Runnable[LanguageModelInput, AIMessage],
+    messages: Sequence[BaseMessage],
     *,
     answer_only: bool = False,
     prompt_tokens: Callable[[], int] | None = None,

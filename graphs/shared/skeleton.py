@@ -23,10 +23,10 @@ def strategy_graph(
     strategy: str,
     turn_reset: Mapping[str, Any],
     nodes: Mapping[str, Callable[..., Any]],
-) -> StateGraph[Any, RunSpec, Any, Any]:
+) -> StateGraph:
     """A strategy's graph with the shared nodes and edges, and `nodes` added; not compiled."""
     start = turn_start(strategy, turn_reset)
-    graph: StateGraph[Any, RunSpec, Any, Any] = StateGraph(state, context_schema=RunSpec)
+    graph = StateGraph(state, context_schema=RunSpec)
     graph.set_node_defaults(error_handler=begins_turn(on_node_error, start))
     every = {**nodes, "failure_handler": failure_handler, "finalize": finalize}
     for name, node in every.items():
