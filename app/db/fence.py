@@ -17,7 +17,10 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
 
 FENCE_KEY = "__waypoint_fence"  # "__": LangGraph copies other configurable keys into metadata
 
@@ -44,9 +47,9 @@ class Fence:
             self._closed = True
 
 
-def fenced(config: dict, fence: Fence) -> dict:
+def fenced(config: RunnableConfig, fence: Fence) -> RunnableConfig:
     """`config` for a run whose writes end when `fence` closes."""
-    return _with_configurable(config, {**config.get("configurable", {}), FENCE_KEY: fence})
+    return {**config, "configurable": {**config.get("configurable", {}), FENCE_KEY: fence}}
 
 
 def unfenced(config: Any) -> Any:

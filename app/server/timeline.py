@@ -5,6 +5,8 @@ Rollback and fork call the same services as the CLI (`app.service.timetravel`); 
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
+
 from app.config import Settings
 from app.db.base import Database
 from app.server.schemas import ForkRequest, RollbackRequest
@@ -14,7 +16,9 @@ from app.service.index import CheckpointIndex, CheckpointRow
 TURNS_SHOWN = 50
 
 
-def checkpoint_dict(row: CheckpointRow, index: CheckpointIndex, on_branch: set[str]) -> dict:
+def checkpoint_dict(
+    row: CheckpointRow, index: CheckpointIndex, on_branch: AbstractSet[str]
+) -> dict:
     return row.as_dict() | {
         "on_branch": row.checkpoint_id in on_branch,
         "head": row.checkpoint_id == index.head.checkpoint_id,

@@ -13,7 +13,7 @@ import contextlib
 import signal
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Generator, Iterator
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -75,7 +75,7 @@ def stream_in_worker(
     values: bool = False,
     graph_modes: Collection[str] = (),
     **options: Any,
-) -> Iterator[tuple[str, Any, tuple[str, ...]]]:
+) -> Generator[tuple[str, Any, tuple[str, ...]], None, None]:
     """(mode, payload, namespace) events of one run: the renderers' modes (with `values`, the whole
     state after each step too; with `graph_modes`, those of LangGraph's modes) plus the thread's
     own checkpoints.
