@@ -190,6 +190,7 @@ def head_messages(runner: Runner) -> list:
     if isinstance(runner, SessionRunner):
         graph, thread_id = runner.session.graph, runner.session.thread_id
     else:
+        # every other runner keeps its compiled graph and thread id (the Runner protocol does not)
         graph, thread_id = runner.graph, runner.thread_id  # type: ignore[attr-defined]
     state = graph.get_state({"configurable": {"thread_id": thread_id}})
     return list(state.values.get("messages", []))

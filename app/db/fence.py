@@ -83,10 +83,12 @@ class FencedWrites:
 
     def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
         with _open_for(config):
+            # a mixin: the saver class it is mixed into has `put`
             return super().put(config, checkpoint, metadata, new_versions)  # type: ignore[misc]
 
     def put_writes(
         self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> None:
         with _open_for(config):
+            # a mixin: the saver class it is mixed into has `put_writes`
             super().put_writes(config, writes, task_id, task_path)  # type: ignore[misc]

@@ -50,6 +50,7 @@ def newest_checkpoints(saver: BaseCheckpointSaver, thread_id: str) -> list[Row]:
     """The thread's NEWEST newest root checkpoints, newest first: one indexed read of ids and
     metadata on SQLite and PostgreSQL, the saver's own `list` (whole checkpoints) on any other."""
     kind = saver_kind(saver)
+    # The ignores below: `saver_kind` names the concrete saver, whose own methods are used.
     if kind == "sqlite":
         with saver.cursor(transaction=False) as cursor:  # type: ignore[attr-defined]
             return _rows(cursor.execute(SQLITE_NEWEST, (thread_id, NEWEST)).fetchall())

@@ -27,7 +27,7 @@ from graphs.shared.model_errors import window_from_text
 from graphs.shared.requests import asking
 from graphs.shared.tokens import message_tokens
 from graphs.shared.window import SAFETY_MARGIN, ContextWindow, context_budget, prompt_tokens
-from graphs.state import AgentContext, AgentState, LastError, last_error_kind
+from graphs.state import AgentContext, AgentState, LastError
 
 SUMMARY_NAME = "conversation_summary"
 SUMMARIZE_INSTRUCTION = (
@@ -251,10 +251,11 @@ def summarize(state: AgentState, runtime: Runtime[AgentContext]) -> dict:
     """Shrink the context: older turns become one summary message sized to the model's window;
     after an overflow it first learns the window (and counts as one recovery attempt)."""
     context = context_of(runtime)
-    overflow = last_error_kind(state) == "context_overflow"
+    error = state.get("last_error")
+    overflow = error is not None and error["kind"] == "context_overflow"
     window = context.window if context.window is not None else ContextWindow()
-    if overflow:
-        stated = window_from_text(state["last_error"]["message"])  # type: ignore[index]
+    if overflow and error is not None:
+        stated = window_from_text(error["message"])
         window.learn_from_overflow(stated, prompt_tokens(state["messages"], context))
     budget = context_budget(context, window)
     older, recent = shrinkable_split(state["messages"], context, budget)
