@@ -108,6 +108,7 @@ def _save_return(message: ToolMessage) -> None:
     own later write of it is a duplicate the savers ignore), but now, synchronously."""
     config = get_config()
     this = get_runtime().execution_info  # this task's id, namespace and checkpoint
+    assert this is not None, "a task of a graph run always has its execution info"
     # "<graph's namespace>|<node>:<id>|recorded_tool_call:<id>": the task's parent is the node, and
     # LangGraph files the task's writes under the graph's namespace, at its current checkpoint.
     node_ns = this.checkpoint_ns.rpartition(NS_SEP)[0]
