@@ -56,6 +56,7 @@ def planner(state: PlanState, runtime: Runtime[AgentContext]) -> dict:
     if problems:
         message = INVALID_PLAN + "; ".join(problems)
         return update | {"last_error": LastError(kind="tool", message=message, retry_after=None)}
+    assert reply.parsed is not None  # no problems: the reply parsed into a plan
     steps = [step.model_dump() for step in reply.parsed.steps]
     runtime.stream_writer(
         {"type": "plan", "replan": replanning, "steps": _numbered(steps, len(kept) + 1)}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, SystemMessage
@@ -14,6 +15,8 @@ from pydantic import BaseModel
 from graphs.shared.messages import for_model, new_message_id
 from graphs.shared.model_errors import classify_call_error, classify_model_error
 from graphs.state import AgentContext, LastError
+
+ModelT = TypeVar("ModelT", bound=BaseModel)  # the schema a structured reply is parsed into
 
 EMPTY_REPLY = "invalid response from endpoint: an empty reply (no text, no tool calls)"
 EMPTY_ANSWER = "invalid response from endpoint: an empty answer"
@@ -29,11 +32,11 @@ class ModelReply:
 
 
 @dataclass(frozen=True)
-class StructuredReply:
+class StructuredReply(Generic[ModelT]):
     """The parsed object; or `error`, why the reply did not validate (for the model to fix); or
     `failure`, the call itself failed (classified, for the router)."""
 
-    parsed: BaseModel | None
+    parsed: ModelT | None
     error: str | None
     failure: LastError | None = None
     tokens: int = 0
@@ -75,8 +78,8 @@ def call_model(
 
 
 def ask_structured(
-    model: BaseChatModel, schema: type[BaseModel], messages: Sequence[AnyMessage]
-) -> StructuredReply:
+    model: BaseChatModel, schema: type[ModelT], messages: Sequence[AnyMessage]
+) -> StructuredReply[ModelT]:
     """One model call whose reply must be a `schema` tool call (LangChain's tool-calling
     `with_structured_output`). A reply that does not validate comes back as `error`, for the model
     to fix; a failed call as `failure`, classified."""
