@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
     AnyMessage,
+    BaseMessage,
     HumanMessage,
     RemoveMessage,
     SystemMessage,
@@ -51,7 +52,7 @@ MAX_SUMMARY_TOKENS = 1500
 INSTRUCTION_TOKENS = 80  # SUMMARIZE_INSTRUCTION and the framing of a chunk
 
 
-def is_summary(message: AnyMessage) -> bool:
+def is_summary(message: BaseMessage) -> bool:
     return isinstance(message, SystemMessage) and message.name == SUMMARY_NAME
 
 
