@@ -193,7 +193,7 @@ def remaining_steps(steps: list[dict], done: int, failed: set[int]) -> list[dict
     """The steps after the first `done`, minus those that need a failed (or dropped) step's
     result; references are renumbered to the steps' new places."""
     new_number = {n: n for n in range(1, done + 1) if n not in failed}
-    kept = []
+    kept: list[dict] = []
     for number, step in enumerate(steps[done:], done + 1):
         if any(ref not in new_number for ref in _references(step["arguments"])):
             continue
