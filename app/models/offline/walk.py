@@ -79,7 +79,10 @@ class Walk:
                 if self.pending:
                     return
                 continue
-            self.outcomes.append((intent, [(c, self.results.get(c["id"])) for c in made]))
+            self.outcomes.append((intent, [(c, self._result_of(c)) for c in made]))
+
+    def _result_of(self, call: ToolCall) -> ToolMessage | None:
+        return self.results.get(call["id"]) if call["id"] is not None else None
 
     def _recall_for_unknown_fact(self, earlier_texts: Sequence[str]) -> list[Intent]:
         """A question about a fact this thread never heard is looked up in long-term memory."""
@@ -208,10 +211,10 @@ def compared_forecasts(walk: Walk) -> list[dict]:
         return []  # a ranking without one of the cities asked about would be wrong
     if len(current) >= 2:
         return current
-    earlier = [
+    parsed = [
         answers.json_object(m.content) for m in walk.earlier_results if m.name == "get_weather"
     ]
-    earlier = [f for f in earlier if f and "high" in f]
+    earlier = [f for f in parsed if f and "high" in f]
     return earlier[-2:] if len(earlier) >= 2 else []
 
 
