@@ -16,11 +16,8 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from langchain_core.runnables import RunnableConfig
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 FENCE_KEY = "__waypoint_fence"  # "__": LangGraph copies other configurable keys into metadata
 
@@ -47,9 +44,9 @@ class Fence:
             self._closed = True
 
 
-def fenced(config: RunnableConfig, fence: Fence) -> RunnableConfig:
+def fenced(config: Mapping[str, Any], fence: Fence) -> dict:
     """`config` for a run whose writes end when `fence` closes."""
-    return {**config, "configurable": {**config.get("configurable", {}), FENCE_KEY: fence}}
+    return _with_configurable(config, {**config.get("configurable", {}), FENCE_KEY: fence})
 
 
 def unfenced(config: Any) -> Any:
@@ -61,7 +58,7 @@ def unfenced(config: Any) -> Any:
     return _with_configurable(config, configurable)
 
 
-def _with_configurable(config: dict, configurable: dict) -> dict:
+def _with_configurable(config: Mapping[str, Any], configurable: dict) -> dict:
     copy = dict(config)
     copy["configurable"] = configurable
     return copy
