@@ -106,6 +106,10 @@ class Settings(RunSettings, BaseSettings):
         chosen = spec.chosen()
         return self.model_copy(update=chosen) if chosen else self
 
+    run_lease_seconds: float = Field(
+        30.0, ge=1, le=3600, description="how long a server's run outlives its silent process"
+    )
+
     @property
     def chosen_strategy(self) -> str | None:
         """The strategy set by a flag, APP_STRATEGY or .env; None lets a thread keep its own."""

@@ -1,8 +1,40 @@
-"""Words for the person reading: counts with their noun in the right number."""
+"""Words for the person reading: counts with their noun in the right number, and stored or model
+text made safe to print (`shown`, the one function every printer passes such text through)."""
 
 from __future__ import annotations
+
+from app.errors import printable
 
 
 def plural(count: int, noun: str, many: str | None = None) -> str:
     """'1 turn', '3 turns'; `many` for a noun whose plural is not noun + 's' ('1 entry', '2 entries')."""
     return f"{count} {noun}" if count == 1 else f"{count} {many or noun + 's'}"
+
+
+def shown(text: str, *, one_line: bool = False) -> str:
+    """Stored, model or tool text as the terminal shows it: line breaks and tabs kept (with
+    `one_line`, a line break becomes "⏎" and a tab a space), every other control character — ESC,
+    which starts an escape sequence that can clear the screen, retitle the window or write the
+    clipboard; BEL; the C1 controls; a right-to-left override — shown escaped (`\\x1b`)."""
+    text = text.replace("\r\n", "\n")
+    if one_line:
+        text = text.replace("\n", " ⏎ ").replace("\t", " ")
+        return printable(text)
+    return printable(text, keep="\n\t")
+
+
+def json_shown(text: str) -> str:
+    """JSON text with every unprintable character inside its strings written as a \\u escape: the
+    same JSON to a parser (lossless), nothing a terminal would act on (json.dumps with
+    ensure_ascii=False escapes only C0 controls, and lets C1 controls and U+202E through)."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c == "\n" else _json_escape(c) for c in text)
+
+
+def _json_escape(char: str) -> str:
+    code = ord(char)
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    code -= 0x10000  # a UTF-16 surrogate pair, as JSON spells a character beyond the BMP
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from importlib.metadata import version
 from pathlib import Path
 
-from bench import report, workloads
+from bench import report, serve_memory, workloads
 
 FULL = {
     "turns": (10, 100, 1000),
@@ -69,6 +69,14 @@ def parse(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument(
         "--keep", type=Path, help="build the databases in this directory and keep them"
+    )
+    parser.add_argument(
+        "--serve-runs",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also measure serve's memory over N runs on one thread and over N/10 threads "
+        "(e.g. 2000; a few minutes)",
     )
     return parser.parse_args(argv)
 
@@ -202,6 +210,10 @@ def main(argv: list[str] | None = None) -> int:
         workdir = Path(tempfile.mkdtemp(prefix="waypoint-bench-"))
     try:
         run(sizes, workdir, results, log)
+        if args.serve_runs:
+            log(f"serve: {args.serve_runs} runs on one thread, then over many threads …")
+            results.raw["serve"] = serve_memory.serve_memory(workdir, args.serve_runs)
+            results.figures += serve_memory.figures(results.raw["serve"])
     finally:
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)

@@ -121,12 +121,22 @@ def _serves_a_test_server(thread: threading.Thread) -> bool:
     return getattr(target, "__module__", None) == "socketserver"
 
 
+def _kept_idle(thread: threading.Thread) -> bool:
+    """Whether the thread belongs to a pool the process keeps between runs (app/service/pools.py;
+    tests/test_run_pools.py bounds how many)."""
+    from app.service.pools import POOLS
+
+    return any(thread in getattr(pool, "_threads", ()) for pool in POOLS._idle)
+
+
 def _assert_nothing_left_running(threads: set[threading.Thread], handler: object) -> None:
     """A run in the test process must leave it as it found it, or a later test would see the rest."""
     assert signal.getsignal(signal.SIGINT) is handler, "the run left its SIGINT handler installed"
     for thread in set(threading.enumerate()) - threads:
         if _serves_a_test_server(thread):
             continue  # a scripted server in the test answering (or holding) the run's request
+        if thread.name.startswith("waypoint-run") and _kept_idle(thread):
+            continue  # a kept run pool's thread, once a server in this process turned reuse on
         thread.join(timeout=10)
         assert not thread.is_alive(), f"the run left thread {thread.name!r} running"
 

@@ -37,15 +37,32 @@ class Hold:
 
 
 @contextlib.contextmanager
-def running_server(tmp: Path, *args: str) -> Iterator[str]:
-    """A server whose "slow step" tool holds while `Hold(tmp)` is on; yields its base URL."""
-    env = {**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1"}
-    log = tmp / "server.log"
+def running_server(tmp: Path, *args: str, env: dict[str, str] | None = None) -> Iterator[str]:
+    """A server whose "slow step" tool holds while `Hold(tmp)` is on; yields its base URL. `env`:
+    settings of its own, besides the test's environment."""
     command = [sys.executable, str(SLOW_SERVER), str(Hold(tmp).path), "--port", "0", *args]
+    with _serving(command, tmp / "server.log", env or {}) as (_, base):
+        yield base
+
+
+@contextlib.contextmanager
+def plain_server(tmp: Path, *args: str) -> Iterator[tuple[subprocess.Popen, str]]:
+    """`python -m app serve` as configured by the environment; yields the process (a test may
+    kill it) and its base URL. Its output goes to tmp/server.log."""
+    command = [sys.executable, "-m", "app", "serve", "--port", "0", *args]
+    with _serving(command, tmp / "server.log", {}) as started:
+        yield started
+
+
+@contextlib.contextmanager
+def _serving(
+    command: list[str], log: Path, extra: dict[str, str]
+) -> Iterator[tuple[subprocess.Popen, str]]:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1", **extra}
     with open(log, "wb") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
     try:
-        yield _wait_for_url(process, log)
+        yield process, _wait_for_url(process, log)
     finally:
         process.terminate()
         try:

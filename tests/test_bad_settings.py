@@ -29,7 +29,7 @@ def test_a_meaningless_setting_is_one_line_and_exit_3(
 ):
     assert run_cli("chat", "-t", "x", "-m", "what is 1 plus 1").returncode == 0
     monkeypatch.setenv(name, value)
-    result = run_cli("threads", "list")
+    result = run_cli("threads", "list", columns=1000)  # one line: not wrapped at the width
     stderr = result.stderr.decode()
     assert result.returncode == 3, stderr
     assert stderr.startswith("error: ") and stderr.count("\n") == 1, stderr

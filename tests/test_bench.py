@@ -99,3 +99,17 @@ def test_smoke_benchmark_writes_a_consistent_report(tmp_path: Path):
     assert "concurrency soak" in stdout
     for figure in figures:
         assert figure["metric"] in stdout
+
+
+def test_the_serve_memory_rows_measure_a_real_server(tmp_path: Path):
+    from bench import serve_memory
+
+    found = serve_memory.serve_memory(tmp_path, runs=4)
+    assert [(c["runs"], c["threads"]) for c in found.values()] == [(4, 1), (4, 1)]
+    rows = serve_memory.figures(found)
+    assert [r.workload for r in rows] == ["serve runs"] * 4
+    assert all(r.unit == "MiB" and r.waypoint > 10 and r.baseline > 10 for r in rows)
+    assert [r.metric for r in rows[:2]] == [
+        "RSS after 4 runs vs after 4 (1 threads)",
+        "RSS after 4 runs vs after 2 (1 threads)",
+    ]

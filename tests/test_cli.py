@@ -409,7 +409,8 @@ def test_a_path_with_control_characters_is_escaped_in_errors_and_notices(isolate
     nasty.write_text("a file, not a directory")
     outcome = invoke("chat", "-t", "e", "--workspace", str(nasty), "-m", "what is 1 plus 1")
     assert outcome.code == 3
-    [line] = outcome.stderr.splitlines()
+    line = " ".join(outcome.stderr.split())  # one message, wrapped between words at the width
+    assert outcome.stderr.startswith("error:") and outcome.stderr.count("error:") == 1
     assert f"the workspace {isolated / NASTY_SHOWN} is a file" in line
     assert "\x1b" not in outcome.stderr
 

@@ -477,7 +477,9 @@ def test_a_message_longer_than_the_window_fails_with_what_to_do(tmp_path: Path) 
 
 
 def chat(*args: str) -> tuple[int, str, str]:
-    result = run_cli("chat", "-t", "garden", "--model", f"openai:{MODEL}", *args)
+    # A width no answer reaches: each answer is compared exactly as the model wrote it (at a
+    # narrower COLUMNS the CLI would wrap it between words).
+    result = run_cli("chat", "-t", "garden", "--model", f"openai:{MODEL}", *args, columns=10_000)
     return result.returncode, result.stdout.decode(), result.stderr.decode()
 
 

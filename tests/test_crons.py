@@ -365,7 +365,8 @@ def test_a_cron_whose_stored_schedule_is_damaged_is_turned_off(db_path: Path):
     damaged = store_cron(str(db_path), input=user("hi"))
     with open_database(db_path) as database:
         database.update_cron(damaged.cron_id, {"schedule": "not a schedule"})
-    scheduler = CronScheduler(load_settings(db=str(db_path)), Runs())
+    settings = load_settings(db=str(db_path))
+    scheduler = CronScheduler(settings, Runs(settings))
 
     assert scheduler.tick(datetime(2026, 6, 15, 10, 31, tzinfo=UTC)) == []  # nothing raised
     with open_database(db_path) as database:
@@ -468,7 +469,8 @@ def test_a_database_the_scheduler_cannot_read_is_logged_once(
 ):
     unusable = tmp_path / "a-directory"
     unusable.mkdir()
-    scheduler = CronScheduler(load_settings(db=str(unusable)), Runs())
+    settings = load_settings(db=str(unusable))
+    scheduler = CronScheduler(settings, Runs(settings))
     with caplog.at_level(logging.ERROR, logger="waypoint.server.crons"):
         assert scheduler.look() == [] and scheduler.look() == []  # nothing raised
     [record] = caplog.records

@@ -174,12 +174,39 @@ def test_a_tool_call_is_shown_once_as_one_card_with_its_arguments():
     assert "city: Paris · unit: celsius" in card
 
 
-def test_a_json_result_is_shown_as_key_value_lines():
+def test_a_json_result_is_shown_as_fields_without_repeating_the_arguments():
     forecast = {"city": "Paris", "condition": "partly cloudy", "high": 9, "low": 3}
     card = card_of("get_weather", {"city": "Paris"}, json.dumps(forecast))
     lines = [line.strip("│ ") for line in card.splitlines()]
-    assert lines[2:6] == ["city: Paris", "condition: partly cloudy", "high: 9", "low: 3"]
+    assert lines[1:3] == ["city: Paris", "condition: partly cloudy · high: 9 · low: 3"]
+    assert len(lines) == 4
     assert '{"city"' not in card
+
+
+def test_a_weather_card_takes_five_lines_at_80_columns_and_never_splits_a_field():
+    forecast = {
+        "city": "Tokyo",
+        "city_zh": "东京",
+        "date": "2026-06-15",
+        "condition": "partly cloudy",
+        "high": 13,
+        "low": 3,
+        "unit": "celsius",
+        "source": "offline dataset",
+    }
+    args = {"city": "Tokyo", "unit": "celsius", "date": "today"}
+    card = card_of("get_weather", args, json.dumps(forecast)).splitlines()
+    assert len(card) == 5
+    assert max(Text(line).cell_len for line in card) <= 80
+    fields = [f.strip() for line in card[2:4] for f in line.strip("│ ").split(" · ")]
+    assert fields == [
+        "city_zh: 东京",
+        "date: 2026-06-15",
+        "condition: partly cloudy",
+        "high: 13",
+        "low: 3",
+        "source: offline dataset",
+    ]
 
 
 def test_long_results_end_in_an_ellipsis_and_say_how_many_lines_were_left_out():

@@ -134,3 +134,56 @@ def test_undo_in_the_repl_says_how_to_undo_it_there():
     assert "u is back at turn 1" in said
     undo = re.search(r"undo this with: /rewind ([0-9a-f]{12})$", said, re.M)
     assert undo is not None
+
+
+def test_undo_names_the_checkpoint_that_history_then_shows():
+    seed("u", "what is 1 plus 1", "what is 2 plus 2")
+    with repl_on("u", 80) as screen:
+        _, said = screen.type("/undo")
+        history, _ = screen.type("/history")
+    named = re.search(r"is back at turn 1 \(checkpoint ([0-9a-f]{12})[,)]", said)
+    assert named is not None
+    assert re.search(rf"^\s*1\s.*\b{named.group(1)}\b", history, re.M)
+
+
+def test_new_with_a_name_starts_that_thread_and_refuses_one_that_exists():
+    seed("alpha", "what is 1 plus 1")
+    with repl_on("alpha", 80) as screen:
+        _, said = screen.type("/new mythread")
+        assert screen.repl.session.thread_id == "mythread"
+        assert "new thread mythread" in said
+        _, said = screen.type("/new alpha")
+        assert "thread alpha already exists; /switch alpha continues it" in said
+        assert screen.repl.session.thread_id == "mythread"
+        _, said = screen.type("/new")
+        assert screen.repl.session.thread_id not in {"alpha", "mythread"}
+
+
+def test_threads_shows_each_title_on_one_line():
+    seed("long", "please tell me " + "about the weather in Paris and in Rome " * 4)
+    seed("short", "what is 1 plus 1")
+    with repl_on("short", 80) as screen:
+        listing, _ = screen.type("/threads")
+    rows = [line for line in listing.splitlines()[2:] if line.strip()]
+    assert len(rows) == 2, listing
+    assert any(row.rstrip().endswith("…") or "…" in row for row in rows)
+
+
+def test_after_compact_the_recap_counts_every_earlier_turn():
+    seed("c", *(f"what is {n} plus {n}" for n in range(1, 7)))
+    with repl_on("c", 80) as screen:
+        screen.type("/compact")
+        _, switched = screen.type("/switch c")
+    assert "thread c (6 earlier turns)" in switched
+    # The summary replaced all but the last turn: the other five are counted, not lost.
+    assert "… 5 earlier turns not shown (/history lists them)" in switched
+
+
+def test_help_fits_80_columns_and_wraps_each_meaning_under_itself():
+    with repl_on("h", 80) as screen:
+        _, shown = screen.type("/help")
+    assert widest(shown) <= 80
+    assert "/new [NAME]" in shown
+    compact = next(line for line in shown.splitlines() if "/compact" in line)
+    after = shown.splitlines()[shown.splitlines().index(compact) + 1]
+    assert after.startswith(" " * compact.index("replace"))  # under the meaning, not column 0

@@ -156,7 +156,7 @@ def test_chat_with_strategy_plan_from_the_command_line():
     assert result.returncode == 0, result.stderr.decode()
     assert result.stdout.decode() == "6 * 7 = 42\n"
     stderr = result.stderr.decode()
-    assert 'plan:\n  1. calculator {"expression": "6 * 7"} — the arithmetic' in stderr
+    assert "plan:\n  1. calculator expression: 6 * 7 — the arithmetic\n" in stderr
     again = run_cli("chat", "-t", "cli", "-m", "what is 1 plus 1")
     assert "plan:" in again.stderr.decode()  # the thread's strategy is kept
 
@@ -178,7 +178,7 @@ def test_show_prints_a_plan_with_each_step_result():
     assert shown["plan"][0]["tool"] == "calculator"
     assert shown["step_results"][0]["result"] == "44"
     text = run_cli("show", "-t", "s").stderr.decode()
-    assert 'plan 1. calculator {"expression": "6 * 7 + 2"} → success: 44' in text
+    assert "plan 1. calculator expression: 6 * 7 + 2 → success: 44" in text
 
 
 @pytest.mark.parametrize("strategy", ["reflexion", "routed"])

@@ -3,7 +3,6 @@ workspace files that follow the conversation. Tests taking `database` run on SQL
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 from pathlib import Path
@@ -20,6 +19,7 @@ from app.service.session import ChatSession
 from app.store import open_checkpointer
 from tests.conftest import run_cli
 from tests.db_helpers import checkpoint_count
+from tests.test_refusals import snapshot
 
 
 def seed(thread: str, *messages: str) -> None:
@@ -239,7 +239,7 @@ def test_a_unique_part_of_a_checkpoint_id_is_enough(database: str):
     full = turn_list("u")[1]["checkpoint_id"]
     result = run_cli("rollback", "-t", "u", "-c", full[-12:])
     assert result.returncode == 0, result.stderr.decode()
-    assert f"(checkpoint {full[-12:]})" in result.stderr.decode()
+    assert f"a copy of {full[-12:]})" in result.stderr.decode()  # named as history shows it
 
 
 def test_an_id_too_short_to_be_unique_says_so_not_that_it_does_not_exist():
@@ -270,18 +270,6 @@ def test_rollback_gives_back_a_file_the_agent_overwrote_instead_of_deleting_it(i
     assert (workspace / "notes.txt").read_text() == "my own notes"
 
 
-def _snapshot(db: Path, workspace: Path) -> tuple[list[str], dict[str, bytes]]:
-    """Every row of the database and every file of the workspace, to compare before and after."""
-    import sqlite3
-
-    with contextlib.closing(sqlite3.connect(db)) as connection:
-        rows = list(connection.iterdump())
-    files = {
-        str(p.relative_to(workspace)): p.read_bytes() for p in workspace.rglob("*") if p.is_file()
-    }
-    return rows, files
-
-
 def test_a_refused_replay_changes_no_file_and_no_checkpoint(isolated: Path, db_path: Path):
     for message in ("write 'v1' to a.txt", "write 'plan' to plan.txt"):  # as a user would
         assert run_cli("chat", "-t", "tt", "-m", message, "--approve", "auto").returncode == 0
@@ -289,7 +277,7 @@ def test_a_refused_replay_changes_no_file_and_no_checkpoint(isolated: Path, db_p
     turn_one_input = next(
         row for row in every if row["turn"] == 1 and row["source"] == "loop" and row["step"] == 0
     )
-    before = _snapshot(db_path, isolated / "workspace")
+    before = snapshot(db_path, isolated / "workspace")
     assert "plan.txt" in before[1]
 
     refused = run_cli("replay", "-t", "tt", "-c", turn_one_input["checkpoint_id"])
@@ -298,7 +286,7 @@ def test_a_refused_replay_changes_no_file_and_no_checkpoint(isolated: Path, db_p
     stderr = refused.stderr.decode()
     assert "would re-run tools with side effects (write_file)" in stderr
     assert "nothing was changed; pass --yes" in stderr and "workspace:" not in stderr
-    assert _snapshot(db_path, isolated / "workspace") == before
+    assert snapshot(db_path, isolated / "workspace") == before
 
 
 def test_checkpoints_are_named_by_any_unique_part_like_git():

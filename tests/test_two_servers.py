@@ -1,5 +1,5 @@
 """Two `serve` processes on one PostgreSQL database: turns on many threads through both, and the same
-thread from both at once (one gets 409, nothing is lost)."""
+thread from both at once (`reject` gets 409, `enqueue` waits for the other server's run)."""
 
 from __future__ import annotations
 
@@ -29,9 +29,11 @@ THREADS = [f"team-{n}" for n in range(6)]
 def servers(pg_server, tmp_path_factory: pytest.TempPathFactory):
     url = pg_server.new_database()
     first, second = (tmp_path_factory.mktemp(name) for name in ("server-a", "server-b"))
+    # A short lease: a cancel asked through one server reaches the other within a third of it.
+    lease = {"APP_RUN_LEASE_SECONDS": "2"}
     with (
-        running_server(first, *_args(url, first)) as a,
-        running_server(second, *_args(url, second)) as b,
+        running_server(first, *_args(url, first), env=lease) as a,
+        running_server(second, *_args(url, second), env=lease) as b,
     ):
         yield a, b, Hold(first)
     for tmp in (first, second):  # shown when a test failed: what the servers logged
@@ -88,7 +90,7 @@ def test_turns_on_many_threads_through_both_servers(servers: tuple[str, str, Hol
         assert humans == ["what is 1 plus 3", "what is 2 plus 3"]
 
 
-def test_the_same_thread_from_both_servers_one_gets_409_and_nothing_is_lost(
+def test_the_same_thread_from_both_servers_runs_in_order_and_nothing_is_lost(
     servers: tuple[str, str, Hold],
 ):
     a, b, hold_a = servers
@@ -102,20 +104,104 @@ def test_the_same_thread_from_both_servers_one_gets_409_and_nothing_is_lost(
                 seen.extend(kinds([event]))
 
     first = threading.Thread(target=slow_run)
-    with hold_a:  # the slow step on server a holds until b has refused the same thread
+    with hold_a:  # the slow step on server a holds until b has seen its run
         first.start()
         deadline = time.monotonic() + 30
         while "tool_call" not in seen:
             assert time.monotonic() < deadline, f"the slow run never reached its tool: {seen}"
             time.sleep(0.02)
-        busy = post_run(b, "shared", "what is 2 plus 3")
+        busy = post_run(b, "shared", "what is 9 minus 1", multitask_strategy="reject")
         assert busy.status_code == 409, busy.text
-        assert "busy" in busy.json()["detail"]
+        assert busy.json()["detail"].startswith("thread shared is running run ")
+        queued = httpx.post(
+            f"{b}/threads/shared/runs", json=run_body("what is 2 plus 3"), timeout=10
+        ).json()
+        assert queued["multitask_strategy"] == "enqueue"
+        # b's run waits for a's: server a sees it pending in the records
+        waiting = httpx.get(f"{a}/threads/shared/runs/{queued['run_id']}", timeout=10).json()
+        assert waiting["status"] == "pending"
+        assert httpx.get(f"{b}/threads/shared", timeout=10).json()["status"] == "busy"
     first.join(timeout=60)
     assert seen[-1] == "final"
 
-    assert run_turn(b, "shared", "what is 2 plus 3")["status"] == "answered"
-    messages = httpx.get(f"{a}/threads/shared", timeout=10).json()["values"]["messages"]
-    humans = [m["content"] for m in messages if m["type"] == "human"]
+    joined = httpx.get(f"{a}/threads/shared/runs/{queued['run_id']}/join", timeout=60).json()
+    humans = [m["content"] for m in joined["messages"] if m["type"] == "human"]
     assert humans == ["do the slow step", "what is 2 plus 3"]  # the refused message was not added
-    assert any(m["type"] == "tool" and "finished" in m["content"] for m in messages)
+    assert any(m["type"] == "tool" and "finished" in m["content"] for m in joined["messages"])
+    listed = httpx.get(f"{a}/threads/shared/runs", timeout=10).json()
+    assert [r["status"] for r in listed] == ["success", "success"]
+
+
+def test_a_run_made_on_one_server_is_joined_streamed_got_and_deleted_on_the_other(
+    servers: tuple[str, str, Hold],
+):
+    a, b, hold_a = servers
+    body = run_body("do the slow step", if_not_exists="create")
+    with hold_a:  # the run on a holds at its slow step until b's clients are waiting for it
+        run = httpx.post(f"{a}/threads/elsewhere/runs", json=body, timeout=10).json()
+        runs_b = f"{b}/threads/elsewhere/runs"
+        assert httpx.get(f"{runs_b}/{run['run_id']}", timeout=10).json()["status"] in (
+            "pending",
+            "running",
+        )
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            joined = pool.submit(httpx.get, f"{runs_b}/{run['run_id']}/join", timeout=60)
+            streamed = pool.submit(httpx.get, f"{runs_b}/{run['run_id']}/stream", timeout=60)
+            assert not joined.done() and not streamed.done()
+            hold_a.release()
+            values = joined.result().json()
+            events = parse_sse(streamed.result().text)
+    assert [m["content"] for m in values["messages"] if m["type"] == "ai"][-1] == "all done"
+    assert [kind for kind, _ in events] == ["metadata", "values"]
+    assert events[-1][1] == values
+    assert httpx.get(f"{runs_b}/{run['run_id']}", timeout=10).json()["status"] == "success"
+    assert httpx.delete(f"{runs_b}/{run['run_id']}", timeout=10).status_code == 204
+    assert httpx.get(f"{a}/threads/elsewhere/runs/{run['run_id']}", timeout=10).status_code == 404
+
+
+def test_a_run_on_one_server_is_cancelled_through_the_other(servers: tuple[str, str, Hold]):
+    a, b, hold_a = servers
+    body = run_body("do the slow step", if_not_exists="create")
+    with hold_a:
+        run = httpx.post(f"{a}/threads/stopped/runs", json=body, timeout=10).json()
+        url = f"{b}/threads/stopped/runs/{run['run_id']}"
+        cancelled = httpx.post(f"{url}/cancel", timeout=10)
+        assert cancelled.status_code == 202
+        # a stops the run once it has heard of the cancel (at its next lease renewal) and the
+        # slow step in progress has finished
+        log = hold_a.path.parent / "server.log"
+        heard = f"run {run['run_id']} is cancelled (asked through another server)"
+        deadline = time.monotonic() + 30
+        while heard not in log.read_text():
+            assert time.monotonic() < deadline, "server a never heard of the cancel"
+            time.sleep(0.02)
+    ended = httpx.post(f"{url}/cancel?wait=true", timeout=60)
+    assert ended.json()["status"] == "interrupted"
+    thread = httpx.get(f"{a}/threads/stopped", timeout=10).json()
+    assert thread["status"] == "idle" and thread["values"]["status"] == "cancelled"
+
+
+def test_runs_enqueued_through_both_servers_run_in_the_order_they_were_made(
+    servers: tuple[str, str, Hold],
+):
+    a, b, hold_a = servers
+    body = run_body("do the slow step", if_not_exists="create")
+    with hold_a:  # the first run holds while the others are enqueued behind it
+        first = httpx.post(f"{a}/threads/queue2/runs", json=body, timeout=10).json()
+        queued = [
+            httpx.post(
+                f"{base}/threads/queue2/runs", json=run_body(f"what is {n} plus {n}"), timeout=10
+            ).json()
+            for n, base in enumerate((b, a, b, a), start=1)
+        ]
+        statuses = [
+            httpx.get(f"{a}/threads/queue2/runs/{run['run_id']}", timeout=10).json()["status"]
+            for run in queued
+        ]
+        assert statuses == ["pending"] * 4
+    last = httpx.get(f"{b}/threads/queue2/runs/{queued[-1]['run_id']}/join", timeout=60).json()
+    humans = [m["content"] for m in last["messages"] if m["type"] == "human"]
+    assert humans == ["do the slow step", *(f"what is {n} plus {n}" for n in range(1, 5))]
+    listed = httpx.get(f"{a}/threads/queue2/runs", timeout=10).json()
+    assert [r["run_id"] for r in listed] == [r["run_id"] for r in reversed([first, *queued])]
+    assert {r["status"] for r in listed} == {"success"}

@@ -1,19 +1,21 @@
 """One card per tool call: its name, arguments, time and result (or the error as the user should read
-it). Results are readable and bounded: a JSON object becomes `key: value` lines, a long line ends in
-"…", and past CARD_LINES lines a "N more lines" line says what was left out."""
+it). Results are readable and bounded: a JSON object becomes `key: value` fields, several to a line,
+without those that repeat an argument; a long line ends in "…", and past CARD_LINES lines a
+"N more lines" line says what was left out."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from rich.console import Group
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.measure import Measurement
 from rich.panel import Panel
 from rich.text import Text
 
-from app.errors import printable
 from app.service.events import ToolFinished
-from app.text import plural
+from app.text import plural, shown
 
 CARD_LINES = 8  # result lines shown in a card; the rest is counted
 
@@ -22,14 +24,15 @@ def tool_card(event: ToolFinished, args: dict) -> Panel:
     ok = event.status == "success"
     title = Text.assemble(
         ("✓ " if ok else "✗ ", "green" if ok else "red"),
-        (printable(event.tool), "bold"),
+        (shown(event.tool, one_line=True), "bold"),
         (f"  {event.duration_ms:g} ms", "dim"),
     )
-    lines = [_one_line(argument_line(args), "dim")] if args else []
+    lines: list[RenderableType] = [_one_line(argument_line(args), "dim")] if args else []
     if ok:
-        lines += result_lines(event.tool, event.content)
+        fields = _new_fields(event.content, args)
+        lines += [FieldLines(fields)] if fields else result_lines(event.tool, event.content)
     else:  # the user's wording, whole: an error is short and every word of it matters
-        lines.append(Text(printable(event.for_user, keep="\n"), style="red"))
+        lines.append(Text(shown(event.for_user), style="red"))
     return Panel(
         Group(*lines),
         title=title,
@@ -62,12 +65,64 @@ def _readable(tool: str, content: str) -> list[str]:
     try:
         value = json.loads(content)
     except ValueError:
-        return printable(content, keep="\n\t").splitlines()
+        return shown(content).splitlines()
     if isinstance(value, dict):
         return [f"{key}: {_value(item)}" for key, item in value.items()]
     if isinstance(value, list):
         return [argument_line(item) if isinstance(item, dict) else _value(item) for item in value]
     return [_value(value)]
+
+
+def _new_fields(content: str, args: dict) -> list[str] | None:
+    """A JSON object's `key: value` fields, less those that only repeat an argument (a forecast's
+    city and unit); None when the result is not a JSON object."""
+    try:
+        value = json.loads(content)
+    except ValueError:
+        return None
+    if not isinstance(value, dict) or not value:
+        return None
+    return [
+        f"{key}: {_value(item)}"
+        for key, item in value.items()
+        if key not in args or _value(args[key]) != _value(item)
+    ] or ["(the arguments, confirmed)"]
+
+
+class FieldLines:
+    """`key: value` fields laid out several to a line (" · " between them) at the width the card
+    is given: a field is never split across lines; one wider than the card ends in "…"; past
+    CARD_LINES lines, a line counts the fields left out."""
+
+    def __init__(self, fields: list[str]) -> None:
+        self.fields = fields
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        lines = _packed(self.fields, options.max_width)
+        for line in lines[:CARD_LINES]:
+            yield _one_line(" · ".join(line))
+        left = sum(len(line) for line in lines[CARD_LINES:])
+        if left:
+            yield Text(f"… {plural(left, 'more field')}", style="dim")
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        widest = max(cell_len(field) for field in self.fields)
+        whole = cell_len(" · ".join(self.fields))
+        return Measurement(min(widest, options.max_width), min(whole, options.max_width))
+
+
+def _packed(fields: list[str], width: int) -> list[list[str]]:
+    lines: list[list[str]] = []
+    used = 0
+    for field in fields:
+        size = cell_len(field)
+        if lines and used + 3 + size <= width:
+            lines[-1].append(field)
+            used += 3 + size
+        else:
+            lines.append([field])
+            used = size
+    return lines
 
 
 def _python_summary(content: str) -> str | None:
@@ -89,7 +144,7 @@ def _python_summary(content: str) -> str | None:
 
 def _value(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    return printable(text.replace("\n", " ⏎ "), keep="\t")
+    return shown(text, one_line=True)
 
 
 def _one_line(text: str, style: str = "") -> Text:

@@ -27,7 +27,7 @@ from app.cli.options import (
     command_group,
     examples,
 )
-from app.errors import AgentRunError, ExitStatus
+from app.errors import AgentRunError, ExitStatus, UsageError
 
 if TYPE_CHECKING:
     from app.config import Settings
@@ -121,9 +121,13 @@ def chat(
         )
     )
     thread_id = new_thread_id() if thread is None else thread
+    source = "give -m some text"
     if message is None and not sys.stdin.isatty():
         # The newline that ends piped text is not part of the message (nor of the thread title).
         message = sys.stdin.buffer.read().decode("utf-8", "replace").rstrip()
+        source = "the text piped in was empty"
+    if message is not None and not message.strip():
+        raise UsageError(f"the message is empty, so nothing was sent ({source})")
     if message is not None:
         code = _one_shot(io, settings, thread_id, message, jsonl, stream, created=thread is None)
         raise typer.Exit(code)

@@ -20,6 +20,7 @@ from app.cli.io import Invocation, load_settings
 from app.cli.options import DbOption, JsonOption, command_group, examples
 from app.cli.tables import human_bytes
 from app.errors import ConfigError, UsageError
+from app.text import shown
 
 if TYPE_CHECKING:
     from tools.search import LocalIndex
@@ -85,9 +86,11 @@ def corpus_add(
         report = index.add(paths)
     for outcome in [f for f in report.files if f.status != "skipped"]:
         detail = f" ({outcome.detail})" if outcome.detail else ""
-        io.out.print(f"{outcome.status:<9} {outcome.path}{detail}", markup=False, highlight=False)
+        said = shown(f"{outcome.status:<9} {outcome.path}{detail}", one_line=True)
+        io.out.print(said, markup=False, highlight=False)
     for outcome in report.skipped[:MAX_SKIPS_SHOWN]:
-        io.out.print(f"skipped   {outcome.path}: {outcome.detail}", markup=False, highlight=False)
+        said = shown(f"skipped   {outcome.path}: {outcome.detail}", one_line=True)
+        io.out.print(said, markup=False, highlight=False)
     if len(report.skipped) > MAX_SKIPS_SHOWN:
         io.out.print(f"... and {len(report.skipped) - MAX_SKIPS_SHOWN} more skipped", markup=False)
     io.out.print(
@@ -114,8 +117,8 @@ def corpus_list(ctx: typer.Context, db: DbOption = None, as_json: JsonOption = F
     for d in documents:
         table.add_row(
             str(d.id),
-            escape(d.title[:50]),
-            escape(d.path),
+            escape(shown(d.title[:50], one_line=True)),
+            escape(shown(d.path, one_line=True)),
             str(d.chunks),
             human_bytes(d.bytes),
             d.added_at,
@@ -167,4 +170,4 @@ def corpus_search(
         io.print_json([asdict(r) for r in results])
         return
     text = format_results(results) if results else no_match_message(query)
-    io.out.print(text, markup=False, highlight=False)
+    io.out.print(shown(text), markup=False, highlight=False)

@@ -7,10 +7,15 @@ whether its stream is a terminal when a Console is made, which is why each run m
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
+from rich.highlighter import JSONHighlighter
+from rich.text import Text
+
+from app.text import json_shown
 
 if TYPE_CHECKING:
     from app.config import Settings
@@ -20,7 +25,16 @@ if TYPE_CHECKING:
 def _console(*, stderr: bool) -> Console:
     # emoji=False: ":smile:" in a model's or a tool's text is shown as written (the renderer
     # writes streamed tokens as they are, app/cli/render.py).
-    return Console(stderr=stderr, soft_wrap=True, emoji=False)
+    console = Console(stderr=stderr, emoji=False)
+    console.soft_wrap = not wraps(console)
+    return console
+
+
+def wraps(console: Console) -> bool:
+    """Whether prose is wrapped between words at the console's width: on a terminal, or when
+    COLUMNS names a width. Piped with no COLUMNS, lines are written whole, so a script reads an
+    answer as the model wrote it (rich would otherwise wrap it at 80)."""
+    return console.is_terminal or os.environ.get("COLUMNS", "").strip().isdigit()
 
 
 @dataclass
@@ -35,10 +49,11 @@ class Invocation:
         """`data` as JSON indented by two, on stdout: highlighted on a terminal; piped, the same
         text written as is (rich's highlighter took a third of a second over 1,000 threads, for
         a program that only parses it). `dumps` go to json.dumps (`default=str`)."""
-        if self.out.is_terminal:
-            self.out.print_json(data=data, ensure_ascii=False, **dumps)
+        text = json_shown(json.dumps(data, indent=2, ensure_ascii=False, **dumps))
+        if self.out.is_terminal:  # highlighted as rich's print_json does, without re-encoding
+            self.out.print(JSONHighlighter()(Text(text)), soft_wrap=True)
             return
-        self.out.file.write(json.dumps(data, indent=2, ensure_ascii=False, **dumps) + "\n")
+        self.out.file.write(text + "\n")
         self.out.file.flush()
 
 

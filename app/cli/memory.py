@@ -7,12 +7,13 @@ from collections.abc import Sequence
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from app.cli.io import Invocation, load_settings
 from app.cli.options import DbOption, JsonOption, command_group, examples
 from app.errors import UsageError
+from app.text import shown
 
 commands = command_group(
     help="Long-term memory: saved facts and past experiences.",
@@ -144,7 +145,11 @@ def _count(items: Sequence | int) -> str:
 def _table(items: Sequence) -> Table:
     table = Table("key", "saved (UTC)", "text")
     for item in items:
-        table.add_row(escape(item.key), f"{item.created_at:%Y-%m-%d %H:%M}", escape(item.text))
+        table.add_row(
+            Text(shown(item.key, one_line=True)),
+            f"{item.created_at:%Y-%m-%d %H:%M}",
+            Text(shown(item.text)),
+        )
     return table
 
 

@@ -15,8 +15,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from app.errors import printable
-from app.text import plural
+from app.text import plural, shown
 
 RECENT_TURNS = 3
 ANSWER_LINES = 4  # lines of each answer shown; the rest is counted
@@ -101,9 +100,16 @@ def recap_turns(messages: Sequence[Said]) -> list[RecapTurn]:
     return turns
 
 
-def print_recap(console: Console, turns: Sequence[RecapTurn], shown: int = RECENT_TURNS) -> None:
+def print_recap(
+    console: Console,
+    turns: Sequence[RecapTurn],
+    shown: int = RECENT_TURNS,
+    total: int | None = None,
+) -> None:
+    """The last `shown` turns, after a line counting the others: of `total`, the thread's turn
+    count, when given (after a summary, the messages hold only the turns it did not replace)."""
     recent = turns[-shown:]
-    hidden = len(turns) - len(recent)
+    hidden = max(len(turns), total or 0) - len(recent)
     if hidden:
         console.print(
             Text(f"… {plural(hidden, 'earlier turn')} not shown (/history lists them)", style="dim")
@@ -116,7 +122,7 @@ def _print_turn(console: Console, turn: RecapTurn) -> None:
     grid = Table.grid(padding=(0, 1))
     grid.add_column(no_wrap=True)
     grid.add_column(ratio=1)
-    grid.add_row(Text("you", style="bold green"), Text(printable(turn.request, keep="\n")))
+    grid.add_row(Text("you", style="bold green"), Text(shown(turn.request)))
     if turn.tools:
         tools = Text()
         for index, (name, ok) in enumerate(turn.tools):
@@ -125,7 +131,7 @@ def _print_turn(console: Console, turn: RecapTurn) -> None:
             tools.append(name, style="dim")
         grid.add_row("", tools)
     if turn.answer:
-        lines = printable(turn.answer.strip(), keep="\n").splitlines()
+        lines = shown(turn.answer.strip()).splitlines()
         text = "\n".join(lines[:ANSWER_LINES])
         if len(lines) > ANSWER_LINES:
             text += f"\n… {plural(len(lines) - ANSWER_LINES, 'more line')}"

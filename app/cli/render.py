@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
-from rich.console import Console
+from rich.console import Console, Group, RenderableType
 from rich.markup import escape
 from rich.panel import Panel
+from rich.table import Table
 from rich.text import Text
 
+from app.cli.answer import StreamedAnswer, print_answer
 from app.cli.cards import tool_card
 from app.cli.progress import Progress
-from app.errors import printable
 from app.models.react.model import UNPARSED  # a ReAct reply taken as the answer without parsing
 from app.service.events import (
     Event,
@@ -35,6 +37,7 @@ from app.service.events import (
     as_json,
     update_dict,
 )
+from app.text import shown
 from graphs.shared.tool_calls import for_user
 
 ANSWER_NODES = {"agent", "finalize", "failure_handler", "synthesizer", "calculator", "small_talk"}
@@ -51,11 +54,39 @@ UNPARSED_NOTICE = (
 )
 
 
-def _plan_lines(event: dict) -> str:
+def _plan_lines(event: dict) -> RenderableType:
+    """The plan, a step a row: its number, then the tool and each argument in words (a reference
+    to an earlier step's result said as such), wrapping under itself."""
     title = "re-plan of the remaining steps:" if event["replan"] else "plan:"
     if not event["steps"]:
         return f"{title} no steps (answering without tools)"
-    return "\n".join([title, *(f"  {line}" for line in event["steps"])])
+    steps = Table.grid(padding=(0, 1))
+    steps.style = "dim"
+    steps.add_column(justify="right", no_wrap=True)
+    steps.add_column()
+    for line in event["steps"]:
+        number, _, step = shown(str(line), one_line=True).partition(". ")
+        steps.add_row(f"  {number}.", readable_step(step))
+    return Group(Text(title, style="dim"), steps)
+
+
+STEP = re.compile(r"^(?P<tool>\S+) (?P<args>\{.*\})(?: — (?P<reason>.*))?$")
+
+
+def readable_step(step: str) -> str:
+    """`get_weather {"city": "Paris"} — weather for Paris` (as the plan lists a step) as
+    `get_weather city: Paris — weather for Paris`; a step of another form is kept as it is."""
+    from app.cli.approval_ui import call_summary
+
+    match = STEP.match(step)
+    if match is None:
+        return step
+    try:
+        args = json.loads(match["args"])
+    except ValueError:
+        return step
+    call = call_summary({"name": match["tool"], "args": args})
+    return f"{call} — {match['reason']}" if match["reason"] else call
 
 
 STRATEGY_EVENTS = {
@@ -97,7 +128,7 @@ class ConsoleRenderer:
         self._running: dict[str, str] = {}  # call id → tool name, for calls not finished yet
         self._streamed: set[str] = set()
         self._partial: list[str] = []
-        self._line_open = False
+        self._answer: StreamedAnswer | None = None  # the answer being streamed, on a terminal
         self.live = out.is_terminal
         # Reflexion: an attempt's answer is only a candidate; the last one is the turn's answer.
         self._attempts = False
@@ -144,7 +175,7 @@ class ConsoleRenderer:
                 self._err(
                     Text.assemble(
                         (f"↻ retry {event.attempt}/{event.max_attempts}{wait}", "yellow"),
-                        (printable(f" ({event.kind}) {event.reason[:300]}"), "dim"),
+                        (shown(f" ({event.kind}) {event.reason[:300]}", one_line=True), "dim"),
                     )
                 )
                 self.progress.wait(f"retry {event.attempt}/{event.max_attempts}")
@@ -153,7 +184,8 @@ class ConsoleRenderer:
                 self.progress.wait(THINKING)
             case StrategyNote():
                 self._attempts = self._attempts or event.kind == "trial"
-                self._err(Text(STRATEGY_EVENTS[event.kind](event.data), style="dim"))
+                said = STRATEGY_EVENTS[event.kind](event.data)
+                self._err(Text(shown(said), style="dim") if isinstance(said, str) else said)
                 self.progress.wait(THINKING)
             case NodeFailed():
                 if self.debug:
@@ -161,7 +193,7 @@ class ConsoleRenderer:
             case NodeUpdate():
                 self._node_update(event.node, event.update)
             case Notice():
-                self._err(Text(printable(event.text), style="dim"))
+                self._err(Text(shown(event.text, one_line=True), style="dim"))
             case TurnEnd():
                 self._end(event)
 
@@ -182,7 +214,7 @@ class ConsoleRenderer:
         self.progress.stop()
         self._close_line()
         if self._candidate:
-            self.out.print(shown(self._candidate), markup=False, highlight=False)
+            print_answer(self.out, self._candidate)
             self._candidate = ""
         if event.status not in {"answered", "failed"}:
             self.err.print(f"[yellow]turn ended: {event.status}[/yellow]")
@@ -196,8 +228,9 @@ class ConsoleRenderer:
         if token.message_id:
             self._streamed.add(token.message_id)
         self.progress.stop()
-        write_plain(self.out, shown(token.text))
-        self._line_open = True
+        if self._answer is None:
+            self._answer = StreamedAnswer(self.out)
+        self._answer.feed(token.text)
 
     def _node_update(self, node: str, update: Any) -> None:
         if self.show_updates:
@@ -221,7 +254,7 @@ class ConsoleRenderer:
             # would make the panel crop its own message.
             self._err(
                 Panel(
-                    Text(printable(text, keep="\n")),
+                    Text(shown(text)),
                     title="turn failed",
                     border_style="red",
                     title_align="left",
@@ -235,12 +268,13 @@ class ConsoleRenderer:
         else:
             self.progress.stop()
             self._close_line()
-            self.out.print(shown(text), markup=False, highlight=False)
+            print_answer(self.out, text)
 
     def _close_line(self) -> None:
-        if self._line_open:
-            self.out.print()
-            self._line_open = False
+        """End the answer being streamed: what it held is printed, its last line ended."""
+        if self._answer is not None:
+            self._answer.close()
+            self._answer = None
 
 
 class JsonlRenderer:
@@ -309,7 +343,7 @@ def print_messages(console: Console, messages: list[BaseMessage]) -> None:
                 console.print(Text("agent ", style="bold cyan") + Text(shown(str(message.content))))
             for call in getattr(message, "tool_calls", []):
                 args = json.dumps(call["args"], ensure_ascii=False)
-                console.print(Text(f"  → {call['name']} {args}", style="dim"))
+                console.print(Text(shown(f"  → {call['name']} {args}", one_line=True), style="dim"))
         elif message.type == "tool":
             ok = getattr(message, "status", "success") != "error"
             mark = Text("  ✓ " if ok else "  ✗ ", style="green" if ok else "red")
@@ -322,18 +356,3 @@ def print_messages(console: Console, messages: list[BaseMessage]) -> None:
             console.print(mark + Text(line, style=None if ok else "red"))
         else:
             console.print(Text(shown(f"{message.type}: {message.content}"), style="dim"))
-
-
-def write_plain(console: Console, text: str) -> None:
-    """Plain text (no markup, no style) onto the console's stream as it is: what `print` with
-    markup, highlighting and wrapping off gives, without building a renderable for every token (a
-    print cost ~40 µs, two thirds of a fast turn's rendering)."""
-    console.file.write(text)
-    console.file.flush()
-
-
-def shown(text: str) -> str:
-    """Model or tool text as the terminal shows it: line breaks and tabs kept, every other control
-    character (ESC, which would start an escape sequence: clear the screen, retitle the window, write
-    the clipboard) shown escaped (app/errors.printable)."""
-    return printable(text.replace("\r\n", "\n"), keep="\n\t")

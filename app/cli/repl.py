@@ -9,18 +9,19 @@ from typing import TYPE_CHECKING
 from prompt_toolkit import PromptSession
 from prompt_toolkit.history import FileHistory
 from prompt_toolkit.key_binding import KeyBindings
-from rich.console import Console
+from rich.console import Console, Group
 from rich.markup import escape
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
 from app.cli.approval_ui import ask_approval
 from app.cli.hints import command
+from app.cli.place import model_notice, place_grid
 from app.cli.recap import RecapTurn, print_recap, recap_turns, said
 from app.cli.repl_start import glance, in_background
 from app.config import Settings
 from app.errors import AppError, NotFoundError, UsageError
-from app.models.notice import OFFLINE_NOTICE
 from app.service.threads import short_id
 from app.store import new_thread_id, validate_thread_id
 from app.text import plural
@@ -30,23 +31,32 @@ if TYPE_CHECKING:  # the run's machinery loads in the background while the promp
     from app.service.runtime import Runtime
     from app.service.session import Approver, ChatSession
 
-HELP = """\
-Type a message and press Enter. Esc then Enter inserts a newline.
-  /help        this help
-  /history     this thread's turns
-  /threads     all threads, numbered
-  /switch ID   continue thread ID (or number N of /threads)
-  /new         start a new thread
-  /undo        roll back the last turn (and the files it wrote)
-  /rewind ID   make checkpoint ID the head again (ids: /history)
-  /compact     replace older turns with a summary now (older checkpoints keep everything)
-  /exit        leave (Ctrl-D works too)
-Ctrl-C stops a running turn (what was shown is kept) and returns here.
-Model: {model}"""
+HELP_COMMANDS = (
+    ("/help", "this help"),
+    ("/history", "this thread's turns"),
+    ("/threads", "all threads, numbered"),
+    ("/switch ID", "continue thread ID (or number N of /threads)"),
+    ("/new [NAME]", "start a new thread (named NAME)"),
+    ("/undo", "roll back the last turn (and the files it wrote)"),
+    ("/rewind ID", "make checkpoint ID the head again (ids: /history)"),
+    ("/compact", "replace older turns with a summary now (older checkpoints keep everything)"),
+    ("/exit", "leave (Ctrl-D works too)"),
+)
 
 
-def model_notice(spec: str) -> str:
-    return OFFLINE_NOTICE if spec == "offline" else f"{spec} (OpenAI-compatible endpoint)"
+def help_text(model: str) -> Group:
+    """The REPL's /help: each command with its meaning, which wraps under itself."""
+    commands = Table.grid(padding=(0, 2))
+    commands.add_column(no_wrap=True)
+    commands.add_column()
+    for name, meaning in HELP_COMMANDS:
+        commands.add_row(name, meaning)
+    return Group(
+        "Type a message and press Enter. Esc then Enter inserts a newline.",
+        Padding(commands, (0, 0, 0, 2), expand=False),
+        "Ctrl-C stops a running turn (what was shown is kept) and returns here.",
+        Text(f"Model: {model}"),
+    )
 
 
 def _key_bindings() -> KeyBindings:
@@ -100,7 +110,7 @@ def run_repl(
             repl.offer_to_finish_interrupted(prompt)
             ready = lambda: repl  # noqa: E731
         else:
-            print_place(err, settings)
+            err.print(place_grid(settings), soft_wrap=False)
             print_thread(err, thread_id, quick.turns, quick.recap)
             ready = in_background(set_up)
         try:
@@ -126,24 +136,12 @@ def _loop(prompt: PromptSession, ready: Callable[[], Repl], thread_id: str) -> N
             thread_id = repl.session.thread_id
 
 
-def print_place(err: Console, settings: Settings) -> None:
-    """Where this session's data is and which model answers: from the settings alone."""
-    err.print(Text.assemble(("Waypoint", "bold"), " · /help for commands"))
-    place = Table.grid(padding=(0, 1))
-    place.add_column(style="dim", no_wrap=True)
-    place.add_column(overflow="fold")
-    place.add_row("database", settings.database.label)
-    place.add_row("workspace", str(settings.workspace))
-    place.add_row("model", model_notice(settings.model_spec))
-    err.print(place, soft_wrap=False)
-
-
 def print_thread(err: Console, thread_id: str, turns: int, recap: list[RecapTurn]) -> None:
     """The current thread, and its last turns when it has some."""
     resumed = f"{plural(turns, 'earlier turn')}" if turns else "new thread"
     err.print(f"thread [cyan]{escape(thread_id)}[/cyan] ({resumed})")
     if turns:
-        print_recap(err, recap)
+        print_recap(err, recap, total=turns)
 
 
 class Repl:
@@ -174,7 +172,7 @@ class Repl:
     def banner(self) -> None:
         """Where this session's data is, which model answers, and, on a thread that has a
         conversation, its last few turns."""
-        print_place(self.err, self.settings)
+        self.err.print(place_grid(self.settings), soft_wrap=False)
         self._thread_header()
 
     def _thread_header(self, *, note_interrupted: bool = False) -> None:
@@ -225,12 +223,12 @@ class Repl:
         name, _, argument = command.partition(" ")
         actions = {
             "/help": lambda: self.err.print(
-                HELP.format(model=model_notice(self.settings.model_spec)), markup=False
+                help_text(model_notice(self.settings.model_spec)), soft_wrap=False
             ),
             "/history": self._history,
             "/threads": self._threads,
             "/switch": lambda: self._switch(argument.strip()),
-            "/new": self._new,
+            "/new": lambda: self._new(argument.strip()),
             "/undo": lambda: self._rollback(turns=1, checkpoint=None),
             "/rewind": lambda: self._rollback(turns=None, checkpoint=argument.strip() or None),
             "/compact": lambda: self._with_renderer(self.session.compact),
@@ -257,7 +255,7 @@ class Repl:
         except TurnInterrupted as exc:
             self.err.print(f"\n[yellow]{exc}; what was shown is saved[/yellow]")
         except AppError as exc:
-            self.err.print(f"[red]error:[/red] {exc}")
+            self.err.print(f"[red]error:[/red] {escape(str(exc))}")
 
     def _history(self) -> None:
         from app.cli.tables import history_table
@@ -298,9 +296,13 @@ class Repl:
         self.session = self.runtime.session(target)
         self._thread_header(note_interrupted=True)
 
-    def _new(self) -> None:
-        self.session = self.runtime.session(new_thread_id())
-        self.err.print(f"new thread [cyan]{self.session.thread_id}[/cyan]")
+    def _new(self, name: str) -> None:
+        """Start a thread: named NAME (`/new NAME`), else with a new id."""
+        thread_id = validate_thread_id(name) if name else new_thread_id()
+        if name and self.runtime.database.thread_exists(thread_id):
+            raise UsageError(f"thread {thread_id} already exists; /switch {thread_id} continues it")
+        self.session = self.runtime.session(thread_id)
+        self.err.print(f"new thread [cyan]{escape(thread_id)}[/cyan]")
 
     def _rollback(self, *, turns: int | None, checkpoint: str | None) -> None:
         from app.service import api
@@ -314,12 +316,13 @@ class Repl:
             checkpoint=checkpoint,
             workspace=self.settings.workspace,
         )
-        from app.cli.reports import print_rollback_report
+        from app.cli.reports import head_shown, print_rollback_report
 
         previous = short_id(report.previous_head)
         print_rollback_report(
             self.err,
             report,
+            head=head_shown(self.runtime.database, self.session.thread_id),
             undo=f"/rewind {previous}",
             replay=command(
                 "replay",

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import socket
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -17,6 +19,9 @@ from app.cli.options import (
 )
 from app.errors import ConfigError
 from app.server.hosts import WILDCARD_ADDRESSES, allowed_hosts
+
+if TYPE_CHECKING:
+    from app.config import Settings
 
 commands = command_group()
 
@@ -99,4 +104,31 @@ def serve(
         timeout_keep_alive=max(1, round(settings.idle_timeout)),
     )
     settle_process()
-    uvicorn.Server(config).run()
+    _announced_server(config, lambda url: _announce(io, settings, url)).run()
+
+
+def _announce(io: Invocation, settings: Settings, url: str) -> None:
+    from app.cli.place import place_grid
+
+    io.err.print(place_grid(settings, "serving the API and the web page", open=url))
+
+
+def page_url(host: str, port: int) -> str:
+    """The address to open: a wildcard host is reached as 127.0.0.1; an IPv6 one in brackets."""
+    shown = "127.0.0.1" if host in WILDCARD_ADDRESSES else host
+    return f"http://[{shown}]:{port}/" if ":" in shown else f"http://{shown}:{port}/"
+
+
+def _announced_server(config: Any, announce: Callable[[str], None]) -> Any:
+    """uvicorn's server, which says where it is once it listens (with --port 0 the port is known
+    only then). Made here: uvicorn is imported only when `serve` runs."""
+    import uvicorn
+
+    class AnnouncedServer(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets)
+            if self.started and self.servers and self.servers[0].sockets:
+                port = self.servers[0].sockets[0].getsockname()[1]
+                announce(page_url(self.config.host, port))
+
+    return AnnouncedServer(config)

@@ -17,6 +17,7 @@ from app.cli.hints import command, db_flag
 from app.cli.io import Invocation, load_settings
 from app.cli.options import DbOption, ThreadOption, command_group, examples
 from app.errors import UsageError
+from app.text import json_shown
 
 commands = command_group()
 
@@ -57,7 +58,7 @@ def export(
             text = api.export_markdown(database, thread)
         else:
             exported = api.export_thread(database, thread)
-            text = json.dumps(exported, ensure_ascii=False, indent=1) + "\n"
+            text = json_shown(json.dumps(exported, ensure_ascii=False, indent=1)) + "\n"
     if output is None:
         sys.stdout.write(text)
         return

@@ -3,7 +3,7 @@ its checkpoints, its branch tree, and what a strategy keeps in a checkpoint (`th
 `history`, `show`, the REPL's /threads and /history).
 
 Tables fit the terminal: ids are short (`short_id`) and never cut, free text wraps between words
-(a word too long for its column ends in "…"), and when the width runs short the least important
+(a word too long for its column ends in "…"; a thread's title is cut to one line), and when the width runs short the least important
 columns are left out, whole."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from rich.tree import Tree
 
 from app.cli.hints import command
 from app.service.threads import short_id
-from app.text import plural
+from app.text import plural, shown
 
 TEXT_MIN_WIDTH = 16  # the narrowest a free-text column (an input, a title) gets
 STATUS_STYLES = {
@@ -50,6 +50,7 @@ class Column:
     priority: int = 0
     justify: str = "left"
     text: bool = False
+    one_line: bool = False  # a text column whose cells are cut with "…" rather than wrapped
 
 
 def fitted_table(
@@ -69,7 +70,7 @@ def fitted_table(
         table.add_column(
             column.header,
             justify=column.justify,  # type: ignore[arg-type]
-            no_wrap=not column.text,
+            no_wrap=not column.text or column.one_line,
             overflow="ellipsis" if column.text else "fold",
             min_width=_min_width(i, columns, rows),
             ratio=1 if column.text else None,
@@ -112,7 +113,7 @@ def history_table(thread: str, turns: list, width: int) -> Table:
     rows = [
         [
             str(turn.turn),
-            Text(turn.preview),
+            Text(shown(turn.preview, one_line=True)),
             _status(turn.status),
             _tool_counts(turn.tools) or "-",
             short_id(turn.checkpoint_id),
@@ -146,8 +147,8 @@ def checkpoints_table(thread: str, rows: list, head: str, on_branch: set[str], w
         [
             _marked(row.checkpoint_id, head, on_branch),
             str(row.turn or ""),
-            row.node,
-            Text(row.note),
+            shown(row.node, one_line=True),
+            Text(shown(row.note, one_line=True)),
             str(row.step),
             human_time(row.created_at),
             row.source,
@@ -197,12 +198,12 @@ def _segment_label(segment: list, head: str, on_branch: set[str]) -> Text:
     label.append(short_id(last.checkpoint_id), style="bold")
     label.append(f" {turn} · {plural(len(segment), 'checkpoint')}")
     if first.note:
-        label.append(f" · {first.note}", style="magenta")
+        label.append(f" · {shown(first.note, one_line=True)}", style="magenta")
     if any(r.checkpoint_id == head for r in segment):
         label.append(" ← head", style="green")
     elif last.checkpoint_id not in on_branch:
         label.stylize("dim")
-    label.append(f" · {first.preview}")
+    label.append(f" · {shown(first.preview, one_line=True)}")
     return label
 
 
@@ -228,14 +229,20 @@ def strategy_lines(fields: dict) -> list[str]:
         if key == "plan":
             lines += [_plan_line(n, step, results.get(n)) for n, step in enumerate(value, 1)]
         elif key != "step_results":
-            lines.append(f"{key}: {json.dumps(value, ensure_ascii=False, default=str)}")
+            lines.append(shown(f"{key}: {json.dumps(value, ensure_ascii=False, default=str)}"))
     return lines
 
 
 def _plan_line(number: int, step: dict, result: dict | None) -> str:
-    args = json.dumps(step.get("arguments", {}), ensure_ascii=False)
-    outcome = f" → {result.get('status')}: {str(result.get('result'))[:80]}" if result else ""
-    return f"plan {number}. {step.get('tool')} {args}{outcome}"
+    """`plan 1. get_weather city: Paris · date: today → success: Paris on …`: each argument and
+    the result cut between words (`call_summary`)."""
+    from app.cli.approval_ui import call_summary, clipped
+
+    call = call_summary({"name": step.get("tool"), "args": step.get("arguments", {})})
+    if result is None:
+        return f"plan {number}. {call}"
+    said = shown(clipped(str(result.get("result"))), one_line=True)
+    return f"plan {number}. {call} → {result.get('status')}: {said}"
 
 
 def threads_table(threads: list, width: int, *, numbered: bool = False) -> Table | str:
@@ -247,7 +254,7 @@ def threads_table(threads: list, width: int, *, numbered: bool = False) -> Table
     columns = [
         *([Column("#", justify="right")] if numbered else []),
         Column("thread"),
-        Column("title", text=True),
+        Column("title", text=True, one_line=True),  # one line a thread
         Column("turns", priority=1, justify="right"),
         *([Column("state")] if interrupted else []),
         Column("updated", priority=2),
@@ -258,7 +265,7 @@ def threads_table(threads: list, width: int, *, numbered: bool = False) -> Table
         [
             *([str(number)] if numbered else []),
             t.thread_id,
-            Text(t.title),
+            Text(shown(t.title, one_line=True)),
             str(t.turns),
             *(
                 [Text("interrupted" if t.interrupted else "", style="yellow")]

@@ -67,7 +67,9 @@ def threads_delete(
     settings = load_settings(db=db)
     with open_database(settings.database, settings.busy_timeout) as database:
         api.checkpoints(database, thread)  # it exists (before asking)
-        _confirm(f"Delete thread {thread} and all its checkpoints?", yes)
+        if not _confirmed(f"Delete thread {thread} and all its checkpoints?", yes):
+            io.err.print(f"nothing deleted: thread {thread} is as it was", markup=False)
+            return
         report = api.delete_thread(database, thread)
     io.err.print(
         f"deleted thread {thread}: {report.checkpoints} checkpoints, {report.writes} writes "
@@ -172,10 +174,12 @@ def _missing(path: Path) -> bool:
         return False
 
 
-def _confirm(question: str, yes: bool) -> None:
+def _confirmed(question: str, yes: bool) -> bool:
+    """--yes, or the person's answer. Without a terminal to ask, a usage error (exit 2): the
+    command cannot do what it was told. A "no" is not an error: the person chose, and nothing
+    changed (exit 0), as when they decline a replay."""
     if yes:
-        return
+        return True
     if not sys.stdin.isatty():
         raise UsageError("refusing to delete without confirmation; pass --yes")
-    if not typer.confirm(question, default=False):
-        raise typer.Exit(1)
+    return typer.confirm(question, default=False)

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +21,7 @@ from app.cli.options import (
     command_group,
     examples,
 )
-from app.cli.reports import print_rollback
+from app.cli.reports import head_shown, print_rollback
 from app.cli.tables import (
     STRATEGY_FIELDS,
     branch_tree,
@@ -31,8 +30,8 @@ from app.cli.tables import (
     short_id,
     strategy_lines,
 )
-from app.errors import AgentRunError
-from app.text import plural
+from app.errors import AgentRunError, UsageError
+from app.text import plural, shown
 
 if TYPE_CHECKING:
     from app.config import Settings
@@ -186,8 +185,11 @@ def show(
         f"{row.created_at}){' — head' if found.is_head else ''}"
     )
     io.err.print(
-        " · ".join(f"{k}={v}" for k, v in counters.items() if v is not None)
-        + (f" · next={','.join(snapshot.next)}" if snapshot.next else ""),
+        shown(
+            " · ".join(f"{k}={v}" for k, v in counters.items() if v is not None)
+            + (f" · next={','.join(snapshot.next)}" if snapshot.next else ""),
+            one_line=True,
+        ),
         markup=False,
     )
     for line in strategy_lines(strategy):
@@ -219,7 +221,7 @@ def diff(
         f"[bold]{short_id(found.before.checkpoint_id)} → {short_id(found.after.checkpoint_id)}[/bold]"
     )
     for key, (old, new) in changes.counters.items():
-        io.out.print(f"  {key}: {old} → {new}", markup=False)
+        io.out.print(shown(f"  {key}: {old} → {new}", one_line=True), markup=False)
     io.out.print(f"[green]+ {plural(len(changes.added), 'message')} added[/green]")
     print_messages(io.out, changes.added)
     io.out.print(f"[red]- {plural(len(changes.removed), 'message')} removed[/red]")
@@ -261,7 +263,8 @@ def rollback(
             workspace=None if keep_files else settings.workspace,
             force=force,
         )
-    print_rollback(io.err, report, db=db_flag(db, settings))
+        head = head_shown(database, thread)
+    print_rollback(io.err, report, db=db_flag(db, settings), head=head)
 
 
 @commands.command(
@@ -307,18 +310,24 @@ def replay(
     with open_runtime(settings) as runtime:
         session = runtime.session(thread)
         # Asked before anything changes: a refusal leaves the files and the head as they were.
-        start = api.prepare_replay(
-            runtime.database,
-            thread,
-            checkpoint,
-            workspace=None if keep_files else settings.workspace,
-            force=force,
-            check=refuse_unconfirmed(
-                side_effect_names(session.context.tools),
-                confirmer.confirm_names,
-                "pass --yes to allow it",
-            ),
-        )
+        try:
+            start = api.prepare_replay(
+                runtime.database,
+                thread,
+                checkpoint,
+                workspace=None if keep_files else settings.workspace,
+                force=force,
+                check=refuse_unconfirmed(
+                    side_effect_names(session.context.tools),
+                    confirmer.confirm_names,
+                    "pass --yes to allow it",
+                ),
+            )
+        except UsageError:
+            if not confirmer.declined:
+                raise
+            io.err.print(f"nothing replayed: thread {thread} is as it was", markup=False)
+            return
         for line in start.workspace.lines():
             io.err.print(f"workspace: {line}", markup=False)
         try:
@@ -344,6 +353,7 @@ class _Confirmer:
     def __init__(self, io: Invocation, yes: bool) -> None:
         self.io, self.yes = io, yes
         self._allowed: list[str] = []
+        self.declined = False  # the person answered no (not an error: nothing changes)
 
     def confirm_names(self, names: list[str]) -> bool:
         allowed = self._decide(", ".join(names))
@@ -356,10 +366,16 @@ class _Confirmer:
         if names == self._allowed:
             self._allowed = []
             return True
-        described = "; ".join(
-            f"{c['name']} {json.dumps(c['args'], ensure_ascii=False)[:120]}" for c in calls
-        )
-        allowed = self._decide(described)
+        from app.cli.approval_ui import approval_panel, call_summary
+
+        if self.yes or not sys.stdin.isatty():
+            allowed = self._decide("; ".join(call_summary(c) for c in calls))
+        else:  # the calls in full, each argument a field, code as code; then the question
+            from graphs.shared.approvals import REPLAY_REASON
+
+            for call in calls:
+                self.io.err.print(approval_panel({"reason": REPLAY_REASON, **call}))
+            allowed = self._decide(f"{', '.join(names)} as shown above")
         if not allowed and not self.yes and not sys.stdin.isatty():
             self.io.err.print(
                 f"not re-running {', '.join(names)} without a terminal: pass --yes to allow it",
@@ -373,7 +389,10 @@ class _Confirmer:
             return True
         if not sys.stdin.isatty():
             return False
-        return typer.confirm(f"The replay will re-run {described}. Continue?", default=False)
+        self.io.err.print(f"The replay will re-run {described}.", markup=False)
+        allowed = typer.confirm("Continue?", default=False)
+        self.declined = not allowed
+        return allowed
 
 
 @commands.command(

@@ -3,7 +3,6 @@ deletes Waypoint runs itself (listing, indexing, sizes, pruning), each written o
 
 from __future__ import annotations
 
-import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
@@ -12,12 +11,17 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 from app.db.compressed import CompressedSerializer
 from app.db.crons import CronTable
 from app.db.location import DatabaseLocation
+from app.db.run_records import RunTable, json_object
 from app.db.unreadable import UnreadableCheckpointError
 
 if TYPE_CHECKING:  # LangGraph loads with the saver, which listing threads never needs
     from langgraph.checkpoint.base import BaseCheckpointSaver
 
-__all__ = ["UnreadableCheckpointError", "checkpoint_serializer"]  # with the classes below
+__all__ = [
+    "UnreadableCheckpointError",
+    "checkpoint_serializer",
+    "json_object",
+]  # with the classes below
 
 
 def checkpoint_serializer() -> CompressedSerializer:
@@ -100,15 +104,6 @@ class SpaceReport:
 class Health:
     ok: bool
     detail: str
-
-
-def json_object(text: str | None) -> dict:
-    """A JSON text's object, or {} for anything else (a damaged or foreign value)."""
-    try:
-        value = json.loads(text or "{}")
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 @dataclass(frozen=True)
@@ -229,6 +224,11 @@ class Database(CronTable, ABC):
     def dead_writers(self) -> dict[str, str]:
         """Threads whose writer died mid-run (it left its mark and holds no lock) → that writer."""
 
+    @property
+    @abstractmethod
+    def runs(self) -> RunTable:
+        """The HTTP server's run records, stored next to the threads (app/db/run_records.py)."""
+
     @abstractmethod
     def thread_infos(self) -> dict[str, ThreadInfo]:
         """Every thread record (threads made by a client; others have none), by thread id."""
@@ -241,7 +241,7 @@ class Database(CronTable, ABC):
 
     @abstractmethod
     def forget_thread_info(self, thread_id: str) -> None:
-        """Remove the thread's record (the thread was deleted)."""
+        """Remove the thread's record and its runs' records (the thread was deleted)."""
 
     @abstractmethod
     def remove(self, thread_id: str, checkpoint_ids: list[str] | None, *, dry_run: bool) -> Removal:

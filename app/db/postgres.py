@@ -9,6 +9,7 @@ the blobs no remaining checkpoint of the thread references, and nothing else.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 from collections.abc import Callable, Collection, Iterator
 from typing import Any
@@ -41,6 +42,7 @@ from app.db.pg_connect import connect, connection_error
 from app.db.pg_lock import dead_writers, ensure_writers_table
 from app.db.pg_setup import migrate_once
 from app.db.raw import decode
+from app.db.run_records import RUNS_DDL, RunTable, Statements
 from app.db.strict import CheckedReads
 from app.text import plural
 
@@ -109,6 +111,8 @@ FROM checkpoint_blobs WHERE {ROOT} AND (channel, version) NOT IN (
     WHERE c.thread_id = %(thread)s AND c.checkpoint_ns = '' AND c.checkpoint_id <> ALL(%(ids)s))
 """
 TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
+# The database's clock in seconds since the epoch (for run leases): the same for every server.
+POSTGRES_NOW = "extract(epoch from clock_timestamp())::double precision"
 
 
 class CheckedPostgresSaver(FencedWrites, CheckedReads, PostgresSaver):
@@ -135,7 +139,7 @@ def _setup(conn: psycopg.Connection, saver: PostgresSaver) -> None:
     saver.setup()
     ensure_writers_table(conn)
     conn.execute(THREAD_INFO_DDL)
-    for statement in CRONS_SETUP:
+    for statement in (*CRONS_SETUP, *RUNS_DDL):
         conn.execute(statement)
 
 
@@ -165,6 +169,24 @@ class PostgresDatabase(Database):
     def thread_sizes(self) -> dict[str, int]:
         return {thread: int(size or 0) for thread, size in self._rows(THREAD_SIZES_SQL)}
 
+    @functools.cached_property
+    def runs(self) -> RunTable:
+        return RunTable(self._statements, POSTGRES_NOW)
+
+    @contextlib.contextmanager
+    def _statements(self, write: bool) -> Iterator[Statements]:
+        with (
+            self.saver.lock,
+            self.conn.transaction(),
+            self.conn.cursor(row_factory=tuple_row) as cur,
+        ):
+
+            def run(sql: str, params: tuple = ()) -> list[tuple]:
+                cur.execute(sql.replace("?", "%s"), params)
+                return cur.fetchall() if cur.description is not None else []
+
+            yield run
+
     def thread_infos(self) -> dict[str, ThreadInfo]:
         rows = self._rows(
             "SELECT thread_id, metadata, created_at, updated_at FROM waypoint_threads"
@@ -187,6 +209,7 @@ class PostgresDatabase(Database):
     def forget_thread_info(self, thread_id: str) -> None:
         with self.saver.lock, self.conn.cursor() as cur:
             cur.execute("DELETE FROM waypoint_threads WHERE thread_id = %s", (thread_id,))
+        self.runs.forget_thread(thread_id)
 
     def _cron_sql(self, sql: str, params: tuple = (), *, write: bool) -> tuple[list[tuple], int]:
         with (

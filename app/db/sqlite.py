@@ -33,6 +33,7 @@ from app.db.base import CheckpointRecord as Record
 from app.db.crons import CRONS_SETUP
 from app.db.location import DatabaseLocation
 from app.db.raw import decode
+from app.db.run_records import RUNS_DDL, RunTable, Statements
 from app.db.sqlite_lock import dead_writer, lock_dir
 from app.db.unreadable import SHAPE_ERRORS
 from app.errors import ConfigError
@@ -108,6 +109,8 @@ CREATE TABLE IF NOT EXISTS writes (
 ) WITHOUT ROWID;
 """
 ROOT = "thread_id = ? AND checkpoint_ns = ''"
+# The database's clock in seconds since the epoch (for run leases).
+SQLITE_NOW = "((julianday('now') - 2440587.5) * 86400.0)"
 BY_ID = f"WHERE {ROOT} AND checkpoint_id = ?"
 
 
@@ -148,6 +151,12 @@ def connect(path: Path, busy_timeout: float) -> sqlite3.Connection:
 
 def create_tables(connection: sqlite3.Connection) -> None:
     connection.executescript(TABLES)
+    for statement in RUNS_DDL:  # the HTTP server's run records (app/db/run_records.py)
+        try:
+            connection.execute(statement)
+        except sqlite3.OperationalError as exc:
+            if "readonly database" not in str(exc):
+                raise
     # SqliteSaver's own migration, as its setup() does it: databases from before `task_path`.
     try:
         connection.execute("ALTER TABLE writes ADD COLUMN task_path TEXT NOT NULL DEFAULT ''")
@@ -367,6 +376,15 @@ class SqliteDatabase(Database):
 
         return read
 
+    @functools.cached_property
+    def runs(self) -> RunTable:
+        return RunTable(self._statements, SQLITE_NOW)
+
+    @contextlib.contextmanager
+    def _statements(self, write: bool) -> Iterator[Statements]:
+        with self._transaction(write=write) as conn:
+            yield lambda sql, params=(): conn.execute(sql, params).fetchall()
+
     def thread_infos(self) -> dict[str, ThreadInfo]:
         if not self._rows("SELECT 1 FROM sqlite_master WHERE name = 'waypoint_threads'"):
             return {}
@@ -389,6 +407,7 @@ class SqliteDatabase(Database):
         if self.thread_infos().get(thread_id) is not None:
             with self._transaction(write=True) as conn:
                 conn.execute("DELETE FROM waypoint_threads WHERE thread_id = ?", (thread_id,))
+        self.runs.forget_thread(thread_id)
 
     def _cron_sql(self, sql: str, params: tuple = (), *, write: bool) -> tuple[list[tuple], int]:
         if not write and not self._rows(

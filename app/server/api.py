@@ -5,7 +5,9 @@ stream as Server-Sent Events; the cron scheduler runs with the app (its lifespan
 
 from __future__ import annotations
 
+import contextlib
 import hmac
+from collections.abc import AsyncIterator
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Annotated
@@ -27,6 +29,7 @@ from app.server.openapi import document
 from app.server.params import ThreadId
 from app.server.standard import assistants, crons, store, threads
 from app.server.standard.cron_scheduler import scheduler_lifespan
+from app.server.standard.run_recovery import Keeper
 from app.server.standard.runs import RunRequest, Runs
 from app.service.session import new_thread_id
 from graphs.strategies import UnknownStrategyError
@@ -41,17 +44,30 @@ def create_app(
     """The app. With `api_token`, every route but /ok, /health and the page shell needs
     `Authorization: Bearer <token>`. `hosts` are the Host names it answers (default: loopback and
     `settings.allowed_hosts`). No /docs or /redoc: FastAPI's pages load Swagger UI from a CDN."""
+    runs = Runs(settings)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        keeper = Keeper(runs)  # renews this server's leases; takes over runs whose server died
+        keeper.start()
+        try:
+            async with scheduler_lifespan(app):  # the crons, fired once across servers
+                yield
+        finally:
+            keeper.stop()
+            runs.close()
+
     app = FastAPI(
+        lifespan=lifespan,
         title="Waypoint",
         version=_version(),
         description="A LangGraph agent whose every step is a durable checkpoint.",
         docs_url=None,
         redoc_url=None,
         openapi_url=None,
-        lifespan=scheduler_lifespan,
     )
     app.state.settings = settings
-    app.state.runs = Runs()
+    app.state.runs = runs
     allowed = hosts if hosts is not None else allowed_hosts("127.0.0.1", settings.allowed_hosts)
     app.add_middleware(RequestGuard, allowed_hosts=allowed, max_body_bytes=settings.max_body_bytes)
     app.add_exception_handler(AppError, _app_error)

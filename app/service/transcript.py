@@ -9,7 +9,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 
-from app.text import plural
+from app.text import plural, shown
 from graphs.shared.tool_calls import for_user
 
 
@@ -18,9 +18,10 @@ def render_markdown(
 ) -> str:
     """Markdown for a message list; a tool result is shown under its call, marked ✗ on error, in
     the user's wording. Turns whose request is in `summarised` are marked: a summary stands for
-    them in the model's context."""
+    them in the model's context. Control characters are escaped (`shown`): the Markdown is read
+    in a terminal as often as in a viewer, and an ESC in a message must not reach either."""
     results = {m.tool_call_id: m for m in messages if isinstance(m, ToolMessage)}
-    shown: set[str] = set()
+    listed: set[str] = set()
     turns = sum(isinstance(m, HumanMessage) for m in messages)
     lines = [f"# Waypoint thread {_code(thread_id)}", "", f"{plural(turns, 'turn')}."]
     turn = 0
@@ -34,17 +35,17 @@ def render_markdown(
         elif isinstance(message, AIMessage):
             for call in message.tool_calls:
                 lines += _tool_lines(call["name"], call["args"], results.get(call["id"] or ""))
-                shown.add(call["id"] or "")
+                listed.add(call["id"] or "")
             for bad in message.invalid_tool_calls:
                 lines += ["", f"**Tool call** {_code(bad.get('name') or '?')} ✗ invalid arguments"]
                 lines += ["", _fenced(bad.get("args") or "")]
             if message.text.strip():
                 lines += ["", "**Assistant**", "", _line_breaks(message.text.strip())]
-        elif isinstance(message, ToolMessage) and message.tool_call_id not in shown:
+        elif isinstance(message, ToolMessage) and message.tool_call_id not in listed:
             lines += _tool_lines(message.name or "tool", None, message)
         elif not isinstance(message, ToolMessage):
             lines += ["", f"**{message.type.capitalize()}**", "", _quote(message.text)]
-    return "\n".join(lines) + "\n"
+    return shown("\n".join(lines) + "\n")
 
 
 def _tool_lines(name: str, args: Any, result: ToolMessage | None) -> list[str]:

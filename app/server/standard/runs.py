@@ -5,15 +5,22 @@ its events kept for whoever streams or joins it. Streamed (`runs/stream`), waite
 A run goes through the same ChatSession as a terminal turn: the thread's lock, crash repair,
 approvals as interrupts, Ctrl-C's close when it is cancelled. Runs on one thread follow each other:
 `multitask_strategy` reject (409 while one runs), enqueue (wait for it: the default, as in
-LangGraph) or interrupt (cancel it first). Runs are kept in this process's memory."""
+LangGraph) or interrupt (cancel it first), across every server on the database (their records).
+
+Runs are records in the thread database (app/db/run_records.py): only live runs, with a bounded tail
+of their events, stay in this process, and any server on the database answers for any run. The
+process running a run renews its lease; a run whose process died is taken over (run_recovery.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
+import os
+import socket
 import threading
 import uuid
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -32,7 +39,9 @@ from pydantic import (
 )
 
 from app.config import Settings
-from app.errors import AppError, ConflictError, NotFoundError, UsageError
+from app.db import open_database
+from app.db.run_records import ACTIVE, RunRecord, RunTable
+from app.errors import AppError, ConflictError, NotFoundError, ThreadBusyError, UsageError
 from app.server.errors import ForbiddenError, error_body
 from app.server.standard.assistants import Assistant, assistant, graph_id_of
 from app.server.standard.wire import checkpoint_json, jsonable, user_message_id, user_text
@@ -75,7 +84,11 @@ StreamMode = Literal[
 SUPPORTED_MODES: tuple[str, ...] = get_args(StreamMode)
 COMMAND_FIELDS = ("update", "goto", "resume", "graph")
 END = "__end__"
-MAX_KEPT_EVENTS = 20_000  # per run, for late joiners; a longer run keeps its newest ones
+# Per live run, for streams that join it late; a longer run keeps its newest ones. A finished
+# run leaves memory: joining it later gives its final values from its record.
+MAX_KEPT_EVENTS = 1_000
+# How often a server looks again at a run that another server runs (join, enqueue): seconds.
+POLL_FIRST, POLL_MOST = 0.05, 1.0
 
 
 class RunRequest(BaseModel):
@@ -199,7 +212,7 @@ class RunRequest(BaseModel):
 
 @dataclass
 class Run:
-    """One run and the events it has produced (for streams that join it late)."""
+    """One live run of this process and the newest of its events (for streams that join it late)."""
 
     run_id: str
     thread_id: str
@@ -212,19 +225,33 @@ class Run:
     status: str = "pending"
     values: Any = None
     error: AppError | None = None
+    output_checkpoint: str | None = None
     stop: threading.Event = field(default_factory=threading.Event)
     rollback: bool = False  # cancelled with action rollback: what it wrote is deleted
     done: threading.Event = field(default_factory=threading.Event)
     # set by the first event after the metadata (output, an error, or the end)
     answered: threading.Event = field(default_factory=threading.Event)
-    events: list[tuple[str, Any]] = field(default_factory=list)
+    events: deque[tuple[str, Any]] = field(default_factory=lambda: deque(maxlen=MAX_KEPT_EVENTS))
     listeners: list[Callable[[tuple[str, Any]], None]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @classmethod
+    def of_record(cls, record: RunRecord) -> Run:
+        """The run of a record this process takes over."""
+        return cls(
+            record.run_id,
+            record.thread_id,
+            record.assistant_id,
+            record.metadata,
+            record.multitask_strategy,
+            record.kwargs,
+            created_at=record.created_at,
+            status=record.status,
+        )
 
     def publish(self, name: str, data: Any) -> None:
         with self.lock:
             self.events.append((name, data))
-            del self.events[:-MAX_KEPT_EVENTS]
             listeners = list(self.listeners)
         if name != "metadata":
             self.answered.set()
@@ -241,90 +268,244 @@ class Run:
         with self.lock, contextlib.suppress(ValueError):
             self.listeners.remove(listener)
 
+    def kept_events(self) -> list[tuple[str, Any]]:
+        with self.lock:
+            return list(self.events)
+
     def set_status(self, status: str) -> None:
         self.status, self.updated_at = status, _now()
 
+    def record(self, owner: str | None = None) -> RunRecord:
+        return RunRecord(
+            self.run_id,
+            self.thread_id,
+            self.assistant_id,
+            self.status,
+            self.created_at,
+            self.updated_at,
+            self.metadata,
+            self.kwargs,
+            self.multitask_strategy,
+            owner=owner,
+        )
+
     def as_json(self) -> dict:
-        return {
-            "run_id": self.run_id,
-            "thread_id": self.thread_id,
-            "assistant_id": self.assistant_id,
-            "created_at": self.created_at,
-            "updated_at": self.updated_at,
-            "status": self.status,
-            "metadata": self.metadata,
-            "kwargs": self.kwargs,
-            "multitask_strategy": self.multitask_strategy,
-        }
+        """The run as the LangGraph Server API shows it (as its record shows it)."""
+        return self.record().as_json()
+
+
+AnyRun = Run | RunRecord
 
 
 class Runs:
-    """The runs of this server process, by id, and the gate that orders a thread's runs."""
+    """The live runs of this process, the records of every run on the database (whichever server
+    runs it), and the gate that orders a thread's runs here. `token` names this process as the
+    owner of the runs it runs; the keeper (run_recovery.py) renews their leases."""
 
-    def __init__(self) -> None:
-        self._runs: dict[str, Run] = {}
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.token = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+        self.lease = settings.run_lease_seconds
+        self._live: dict[str, Run] = {}
         self._gates: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
+        self._records_lock = threading.Lock()
+        self._records: tuple[contextlib.ExitStack, RunTable] | None = None
+
+    @contextlib.contextmanager
+    def records(self) -> Iterator[RunTable]:
+        """The run records, on one connection this process keeps open: a SQLite connection
+        opened and closed for each write would, as the last one open, fold the WAL into the
+        file at every close (~15 ms). A failure closes it; the next use opens it again."""
+        with self._records_lock:
+            if self._records is None:
+                stack = contextlib.ExitStack()
+                database = stack.enter_context(
+                    open_database(self.settings.database, self.settings.busy_timeout)
+                )
+                self._records = (stack, database.runs)
+            stack, table = self._records
+        try:
+            yield table
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Close the records' connection (at shutdown, or after a failure)."""
+        with self._records_lock:
+            opened, self._records = self._records, None
+        if opened is not None:
+            with contextlib.suppress(Exception):  # a connection that failed may fail to close
+                opened[0].close()
+
+    # this process's runs --------------------------------------------------------------------------
 
     def add(self, run: Run) -> None:
-        with self._lock:
-            self._runs[run.run_id] = run
+        """A new run: its record (leased to this process), then the live run."""
+        with self.records() as records:
+            records.add(run.record(self.token), self.lease)
+        self.adopt(run)
 
-    def get(self, thread_id: str, run_id: str) -> Run:
+    def adopt(self, run: Run) -> None:
+        """Keep a run live here (a new one, or one taken over whose record says so already)."""
         with self._lock:
-            run = self._runs.get(run_id)
-        if run is None or run.thread_id != thread_id:
-            raise NotFoundError(f"run {run_id} of thread {thread_id} does not exist")
-        return run
+            self._live[run.run_id] = run
+            self._gates.setdefault(run.thread_id, threading.Lock())
 
-    def of_thread(self, thread_id: str) -> list[Run]:
+    def live(self, run_id: str) -> Run | None:
         with self._lock:
-            runs = [r for r in self._runs.values() if r.thread_id == thread_id]
-        return sorted(runs, key=lambda r: r.created_at, reverse=True)
+            return self._live.get(run_id)
 
-    def active(self, thread_id: str) -> Run | None:
-        return next((r for r in self.of_thread(thread_id) if not r.done.is_set()), None)
-
-    def forget_thread(self, thread_id: str) -> None:
+    def forget(self, run: Run) -> None:
+        """A run rolled back, once it ended: gone from the records too (`get` is a 404)."""
         with self._lock:
-            for run_id in [k for k, r in self._runs.items() if r.thread_id == thread_id]:
-                del self._runs[run_id]
+            self._live.pop(run.run_id, None)
+        with self.records() as records:
+            records.delete(run.thread_id, run.run_id)
 
-    def forget(self, run_id: str) -> None:
+    def running_here(self) -> list[Run]:
+        """This process's runs not ended yet, on every thread."""
         with self._lock:
-            self._runs.pop(run_id, None)
-
-    def live(self) -> list[Run]:
-        """The runs not ended yet, on every thread."""
-        with self._lock:
-            return [r for r in self._runs.values() if not r.done.is_set()]
+            return [r for r in self._live.values() if not r.done.is_set()]
 
     def gate(self, thread_id: str) -> threading.Lock:
         with self._lock:
             return self._gates.setdefault(thread_id, threading.Lock())
 
-    def cancel(self, run: Run, wait: bool = False) -> None:
-        run.stop.set()
-        if wait:
-            run.done.wait()
+    def mark_running(self, run: Run) -> None:
+        """The run starts its turn; its record notes the thread's head then, the first time (what
+        a server that takes the run over compares)."""
+        run.set_status("running")
+        with self.records() as records:
+            records.start(run.run_id, self.token, run.updated_at)
+
+    def finish(self, run: Run) -> None:
+        """Store how the run ended; it leaves this process's memory."""
+        try:
+            error = error_event(run.error) if run.error is not None else None
+            with self.records() as records:
+                records.finish(
+                    run.run_id,
+                    self.token,
+                    run.updated_at,
+                    status=run.status,
+                    error=error,
+                    output_checkpoint=run.output_checkpoint,
+                )
+        finally:
+            with self._lock:
+                self._live.pop(run.run_id, None)
+                if not any(r.thread_id == run.thread_id for r in self._live.values()):
+                    self._gates.pop(run.thread_id, None)
+
+    def release(self, run: Run) -> None:
+        """Give a taken-over run back for a later try (a lease from now); it leaves memory."""
+        with self.records() as records:
+            records.release(run.run_id, self.token, self.lease)
+        with self._lock:
+            self._live.pop(run.run_id, None)
+        run.done.set()
+        run.publish(END, None)
+
+    def stop_live(self, run_id: str) -> None:
+        """A client asked (through any server) to cancel this run."""
+        run = self.live(run_id)
+        if run is not None and not run.stop.is_set():
+            log.warning("run %s is cancelled (asked through another server)", run_id)
+            run.stop.set()
+
+    def wait_for_earlier(self, run: Run) -> None:
+        """Enqueue on every server: wait until the thread's runs made before this one have ended,
+        here (their end is awaited) or on another server (their record is looked at again, with
+        a growing pause). Runs wait only for earlier ones, so no two wait for each other."""
+        delay = POLL_FIRST
+        mine = run.record(self.token)
+        while not run.stop.is_set():
+            with self.records() as records:
+                earlier = records.active(run.thread_id, before=mine)
+            if not earlier:
+                return
+            here = self.live(earlier[0].run_id)
+            if here is not None:
+                here.done.wait(POLL_MOST)
+            else:
+                run.stop.wait(delay)
+                delay = min(delay * 2, POLL_MOST)
 
     def wait_all(self, timeout: float) -> None:
         """At shutdown: let running turns finish their step and close (they hold thread locks)."""
         with self._lock:
-            running = [r for r in self._runs.values() if not r.done.is_set()]
+            running = list(self._live.values())
         for run in running:
             run.done.wait(timeout)
 
+    # every server's runs ---------------------------------------------------------------------------
 
-def stop_run(runs: Runs, run: Run, action: str) -> None:
-    """Cancel a run after its current step; with action rollback, what it wrote goes too, and
-    so does the run itself once it has ended (as in LangGraph, `get` no longer finds it)."""
-    if not run.done.is_set() and action == "rollback":
+    def get(self, thread_id: str, run_id: str) -> AnyRun:
+        """The run, live here or from its record; NotFoundError if there is none."""
+        run = self.live(run_id)
+        if run is not None and run.thread_id == thread_id:
+            return run
+        with self.records() as records:
+            record = records.get(thread_id, run_id)
+        if record is None:
+            raise NotFoundError(f"run {run_id} of thread {thread_id} does not exist")
+        return record
+
+    def of_thread(
+        self, thread_id: str, *, limit: int = 10, offset: int = 0, status: str | None = None
+    ) -> list[RunRecord]:
+        """The thread's runs on every server, newest first."""
+        with self.records() as records:
+            return records.of_thread(thread_id, limit=limit, offset=offset, status=status)
+
+    def active(self, thread_id: str, records: RunTable | None = None) -> list[AnyRun]:
+        """The thread's pending or running runs, here or on a live server, oldest first."""
+        if records is None:
+            with self.records() as table:
+                return self.active(thread_id, table)
+        with self._lock:
+            here = [r for r in self._live.values() if r.thread_id == thread_id]
+        mine = {r.run_id for r in here}
+        # A run here whose outcome is decided no longer counts, though its record is not yet
+        # stored: its worker only reads the final values and writes them.
+        deciding = [r for r in here if r.status in ACTIVE and not r.done.is_set()]
+        elsewhere = [r for r in records.active(thread_id) if r.run_id not in mine]
+        return sorted([*deciding, *elsewhere], key=lambda r: (r.created_at, r.run_id))
+
+    def cancel(self, run: AnyRun, wait: bool = False) -> None:
+        """Stop the run after its step: here at once; on another server when it next renews its
+        lease (a third of the lease at most)."""
+        if isinstance(run, Run):
+            run.stop.set()
+            if wait:
+                run.done.wait()
+            return
+        with self.records() as records:
+            records.request_cancel(run.thread_id, run.run_id)
+
+    def delete(self, thread_id: str, run_id: str) -> None:
+        run = self.get(thread_id, run_id)
+        if isinstance(run, Run) or run.active:
+            raise UsageError(f"run {run_id} is still running; cancel it first")
+        with self.records() as records:
+            records.delete(thread_id, run_id)
+
+    def forget_thread(self, thread_id: str) -> None:
+        """The thread was deleted: its runs' records go (deleting the thread removes them too)."""
+        with self.records() as records:
+            records.forget_thread(thread_id)
+
+
+def stop_run(runs: Runs, run: AnyRun, action: str) -> None:
+    """Cancel a run after its current step; with action rollback (a run of this process), what it
+    wrote goes too, and so does the run itself once it has ended (as in LangGraph, `get` no
+    longer finds it)."""
+    if isinstance(run, Run) and not run.done.is_set() and action == "rollback":
         run.rollback = True
-        threading.Thread(
-            target=lambda: (run.done.wait(), runs.forget(run.run_id)), daemon=True
-        ).start()
-    run.stop.set()
+        threading.Thread(target=lambda: (run.done.wait(), runs.forget(run)), daemon=True).start()
+    runs.cancel(run)
 
 
 def start_run(settings: Settings, runs: Runs, thread_id: str, request: RunRequest) -> Run:
@@ -343,31 +524,66 @@ def start_run(settings: Settings, runs: Runs, thread_id: str, request: RunReques
     policy = approval_policy(settings, spec)
     _thread_must_exist(settings, thread_id, request.if_not_exists)
     strategy = request.multitask_strategy or "enqueue"
-    active = runs.active(thread_id)
-    if active is not None and strategy == "reject":
+    active = runs.active(thread_id) if strategy != "enqueue" else []
+    if active and strategy == "reject":
         raise ConflictError(
-            f"thread {thread_id} is running run {active.run_id}; wait for it, or send "
+            f"thread {thread_id} is running run {active[0].run_id}; wait for it, or send "
             '"multitask_strategy": "enqueue" or "interrupt"'
         )
-    if active is not None and strategy in ("interrupt", "rollback"):
-        stop_run(runs, active, strategy)
+    for earlier in active:  # interrupt, rollback: they stop after their step; this run waits
+        stop_run(runs, earlier, strategy)
     run = Run(
         str(uuid.uuid4()),
         thread_id,
         found.assistant_id,
         request.metadata or {},
         strategy,
-        request.model_dump(exclude_none=True, include={"input", "command", "context", "config"}),
+        request.model_dump(exclude_none=True, include=STORED_KWARGS),
     )
     runs.add(run)
+    _start_worker(settings, runs, run, request, spec, policy, found.strategy)
+    return run
+
+
+# What a run's record keeps of its request: what the client is shown as the run's `kwargs`, and
+# what a server that takes the run over needs to run it again.
+STORED_KWARGS = {
+    "input",
+    "command",
+    "context",
+    "config",
+    "stream_mode",
+    "stream_subgraphs",
+    "checkpoint_id",
+    "checkpoint",
+    "keep_files",
+    "force",
+    "confirm",
+}
+
+
+# Carries on a run taken over from a server that died, in its worker, with the run's runtime,
+# session and sink, and what runs the request from the start (run_recovery.carry_on).
+Takeover = Callable[[Runtime, ChatSession, "StandardSink", Callable[[], None]], None]
+
+
+def _start_worker(
+    settings: Settings,
+    runs: Runs,
+    run: Run,
+    request: RunRequest,
+    spec: RunSpec,
+    policy: str,
+    strategy: str,
+    takeover: Takeover | None = None,
+) -> None:
     worker = threading.Thread(
         target=_work,
-        args=(settings, runs, run, request, spec, policy, found.strategy),
+        args=(settings, runs, run, request, spec, policy, strategy, takeover),
         name=f"run-{run.run_id[:8]}",
         daemon=True,
     )
     worker.start()
-    return run
 
 
 def _nodes_must_exist(found: Assistant, request: RunRequest) -> None:
@@ -404,8 +620,6 @@ def approval_policy(settings: Settings, spec: RunSpec) -> ApprovalPolicy:
 
 
 def _thread_must_exist(settings: Settings, thread_id: str, if_not_exists: str) -> None:
-    from app.db import open_database
-
     with open_database(settings.database, settings.busy_timeout) as database:
         if database.thread_exists(thread_id) or thread_id in database.thread_infos():
             return
@@ -426,14 +640,18 @@ def _work(
     spec: RunSpec,
     policy: ApprovalPolicy,
     strategy: str,
+    takeover: Takeover | None = None,
 ) -> None:
+    """Run it (or carry on a run taken over from a server that died): its status, events and end
+    go to its record and its listeners."""
     gate = runs.gate(run.thread_id)
-    run.publish("metadata", {"run_id": run.run_id, "attempt": 1})
+    run.publish("metadata", {"run_id": run.run_id, "attempt": 1 if takeover is None else 2})
     try:
+        runs.wait_for_earlier(run)
         with gate:
             if run.stop.is_set():
                 raise TurnInterrupted("the run was cancelled before it started")
-            run.set_status("running")
+            runs.mark_running(run)
             with _runtime(settings, spec, policy) as runtime:
                 session = runtime.session(run.thread_id, _strategy_of(request, strategy))
                 session.stop = run.stop
@@ -441,35 +659,64 @@ def _work(
                     run, request.stream_mode, request.stream_subgraphs, request.final_event
                 )
                 sink.start(request.input)
-                with _undone_if_rolled_back(run, runtime):
-                    client_session = _for_client(session, run, request, strategy)
+                client_session = _for_client(session, run, request, strategy)
+
+                def from_the_start() -> None:
                     _dispatch(runtime, client_session, sink, request, settings)
+
+                with _undone_if_rolled_back(run, runtime):
+                    if takeover is None:
+                        from_the_start()
+                    else:
+                        takeover(runtime, client_session, sink, from_the_start)
         run.set_status("success")
     except TurnInterrupted:
         run.set_status("interrupted")
         if "custom" in request.stream_mode:
             notice = "the run was cancelled; the thread was closed after the step in progress"
             run.publish("custom", {"type": "notice", "text": notice})
+    except ThreadBusyError as exc:
+        if takeover is None:
+            _fail(run, exc)
+        else:  # the dead server's lock is not released yet: the run is taken over again later
+            runs.release(run)
+            return
     except AppError as exc:
         _fail(run, exc)
     except Exception as exc:  # a bug: logged with its traceback, reported without it
         log.exception("run %s on thread %s failed", run.run_id, run.thread_id)
         _fail(run, AppError(f"internal error: {type(exc).__name__}; see the server log"))
-    finally:
-        run.values = _final_values(settings, run.thread_id)
-        run.done.set()
-        run.publish(END, None)
+    _end(settings, runs, run)
 
 
-def _final_values(settings: Settings, thread_id: str) -> Any:
-    """The thread's values after the run (what `wait` and `join` answer)."""
-    from app.db import open_database
+def _end(settings: Settings, runs: Runs, run: Run) -> None:
+    run.values, run.output_checkpoint = _final_values(settings, run.thread_id)
+    try:
+        runs.finish(run)
+    except AppError as exc:  # the database went away: its lease runs out, another server looks
+        log.error("run %s: its record could not be stored: %s", run.run_id, exc)
+    run.done.set()
+    run.publish(END, None)
 
+
+def _final_values(settings: Settings, thread_id: str) -> tuple[Any, str | None]:
+    """The thread's values after the run (what `wait` and `join` answer) and its head checkpoint."""
     try:
         with open_database(settings.database, settings.busy_timeout) as database:
             head = api.head_state(database, thread_id)
     except AppError:
+        return None, None
+    if head is None:
+        return {}, None
+    return jsonable(head.values), head.config["configurable"].get("checkpoint_id")
+
+
+def record_values(settings: Settings, record: RunRecord) -> Any:
+    """The thread's values as the run (finished, from its record) left them."""
+    if record.output_checkpoint is None:
         return None
+    with open_database(settings.database, settings.busy_timeout) as database:
+        head = api.head_state(database, record.thread_id, record.output_checkpoint)
     return jsonable(head.values) if head is not None else {}
 
 
@@ -771,7 +1018,7 @@ async def first_problem(run: Run) -> AppError | None:
     """Wait until the run has produced something besides its metadata (or ended); the error it
     ended with before producing anything, so a route can answer it as a plain HTTP error."""
     await asyncio.to_thread(run.answered.wait)
-    has_output = any(name not in ("metadata", "error", END) for name, _ in run.events)
+    has_output = any(name not in ("metadata", "error", END) for name, _ in run.kept_events())
     return run.error if run.error is not None and not has_output else None
 
 
@@ -787,4 +1034,4 @@ def _problems(exc: ValidationError) -> str:
 
 
 def _now() -> str:
-    return datetime.now(UTC).isoformat()
+    return datetime.now(UTC).isoformat(timespec="microseconds")

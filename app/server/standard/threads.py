@@ -17,15 +17,21 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.config import Settings
 from app.db import open_database
-from app.errors import ConflictError, NotFoundError, UsageError
+from app.db.base import Database
+from app.db.run_records import RunRecord
+from app.errors import AppError, ConflictError, NotFoundError, UsageError
 from app.server.events import sse
 from app.server.params import ThreadId
 from app.server.standard.runs import (
+    POLL_FIRST,
+    POLL_MOST,
+    AnyRun,
     Run,
     RunRequest,
     Runs,
     error_event,
     first_problem,
+    record_values,
     start_run,
     stop_run,
     stream_events,
@@ -122,7 +128,7 @@ def routes() -> APIRouter:
             "updated_at": view.updated_at,
             "state_updated_at": view.updated_at,
             "metadata": view.metadata,
-            "status": _status(runs_of(request), view.thread_id, head),
+            "status": _status(runs_of(request), database, view.thread_id, head),
             "config": {},
             "values": jsonable(head.values) if head is not None else None,
             "interrupts": task_interrupts(head),
@@ -174,7 +180,7 @@ def routes() -> APIRouter:
         settings, pruned = settings_of(request), 0
         with open_database(settings.database, settings.busy_timeout) as database:
             for thread_id in body.thread_ids:
-                if runs_of(request).active(thread_id) is not None:
+                if runs_of(request).active(thread_id):
                     raise ConflictError(f"thread {thread_id} is running a run; cancel it first")
                 with contextlib.suppress(NotFoundError):
                     api.delete_thread(database, thread_id)
@@ -199,8 +205,7 @@ def routes() -> APIRouter:
     def delete_thread(request: Request, thread_id: ThreadId) -> Response:
         settings = settings_of(request)
         with open_database(settings.database, settings.busy_timeout) as database:
-            api.delete_thread(database, thread_id)
-        runs_of(request).forget_thread(thread_id)
+            api.delete_thread(database, thread_id)  # its runs' records go with it
         return Response(status_code=204)
 
     @api_router.post("/threads/{thread_id}/copy", tags=["threads"])
@@ -274,7 +279,8 @@ def routes() -> APIRouter:
 
     @api_router.post("/threads/{thread_id}/runs", tags=["runs"])
     async def create_run(request: Request, thread_id: ThreadId, body: RunRequest) -> dict:
-        """A run in the background: join, get, list or cancel it by id."""
+        """A run in the background: join, get, list or cancel it by id (through any server on
+        the same database)."""
         run = await asyncio.to_thread(
             start_run, settings_of(request), runs_of(request), thread_id, body
         )
@@ -288,9 +294,8 @@ def routes() -> APIRouter:
         offset: Annotated[int, Query(ge=0)] = 0,
         status: str | None = None,
     ) -> list:
-        found = [r.as_json() for r in runs_of(request).of_thread(thread_id)]
-        found = [r for r in found if status in (None, r["status"])]
-        return found[offset : offset + limit]
+        found = runs_of(request).of_thread(thread_id, limit=limit, offset=offset, status=status)
+        return [r.as_json() for r in found]
 
     @api_router.get("/threads/{thread_id}/runs/{run_id}", tags=["runs"])
     def get_run(request: Request, thread_id: ThreadId, run_id: str) -> dict:
@@ -298,16 +303,23 @@ def routes() -> APIRouter:
 
     @api_router.get("/threads/{thread_id}/runs/{run_id}/join", tags=["runs"])
     async def join_run(request: Request, thread_id: ThreadId, run_id: str):  # type: ignore[no-untyped-def]
-        run = runs_of(request).get(thread_id, run_id)
-        await asyncio.to_thread(run.done.wait)
-        return _outcome(run)
+        """The thread's values when the run ends (wherever it runs)."""
+        run = await _ended(runs_of(request), thread_id, run_id)
+        if isinstance(run, Run):
+            return _outcome(run)
+        return await asyncio.to_thread(_recorded_outcome, settings_of(request), run)
 
     @api_router.get(
         "/threads/{thread_id}/runs/{run_id}/stream", responses=SSE_RESPONSE, tags=["runs"]
     )
-    def join_stream(request: Request, thread_id: ThreadId, run_id: str) -> StreamingResponse:
-        """The run's events from its start, then live until it ends."""
-        return _sse(runs_of(request).get(thread_id, run_id), cancel_on_disconnect=False)
+    async def join_stream(request: Request, thread_id: ThreadId, run_id: str) -> StreamingResponse:
+        """The run's events (those kept) live until it ends; of a run that ended, or that runs on
+        another server, its final values when it ends."""
+        runs = runs_of(request)
+        run = await asyncio.to_thread(runs.get, thread_id, run_id)
+        if isinstance(run, Run):
+            return _sse(run, cancel_on_disconnect=False)
+        return _record_sse(runs, run)
 
     @api_router.get("/threads/{thread_id}/stream", responses=SSE_RESPONSE, tags=["threads"])
     def join_thread_stream(request: Request, thread_id: ThreadId) -> StreamingResponse:
@@ -316,10 +328,13 @@ def routes() -> APIRouter:
         settings = settings_of(request)
         with open_database(settings.database, settings.busy_timeout) as database:
             api.thread_view(database, thread_id)  # a missing thread is a 404
-        active = runs_of(request).active(thread_id)
-        if active is None:
+        runs = runs_of(request)
+        active = runs.active(thread_id)
+        if not active:
             return StreamingResponse(iter(()), media_type="text/event-stream")
-        return _sse(active, cancel_on_disconnect=False)
+        if isinstance(active[0], Run):
+            return _sse(active[0], cancel_on_disconnect=False)
+        return _record_sse(runs, active[0])  # running on another server
 
     @api_router.post("/runs/stream", responses=SSE_RESPONSE, tags=["stateless runs"])
     async def stream_stateless(request: Request, body: RunRequest):  # type: ignore[no-untyped-def]
@@ -360,7 +375,7 @@ def routes() -> APIRouter:
         if body.status is not None:
             if body.thread_id or body.run_ids:
                 raise UsageError('give either "status", or "thread_id" and "run_ids"')
-            chosen = [r for r in runs.live() if body.status in ("all", r.status)]
+            chosen = [r for r in runs.running_here() if body.status in ("all", r.status)]
         elif body.thread_id is not None and body.run_ids:
             chosen = [runs.get(body.thread_id, run_id) for run_id in body.run_ids]
         else:
@@ -377,19 +392,19 @@ def routes() -> APIRouter:
         wait: bool = False,
         action: Literal["interrupt", "rollback"] = "interrupt",
     ) -> dict:
-        """Stop the run after its current step, as Ctrl-C does in the terminal; with action
-        rollback, what the run wrote is deleted too (the thread is as it was before it)."""
-        run = runs_of(request).get(thread_id, run_id)
-        stop_run(runs_of(request), run, action)
+        """Stop the run after its current step, as Ctrl-C does in the terminal (a run on another
+        server stops when that server next renews its lease); with action rollback, what the run
+        wrote is deleted too (the thread is as it was before it)."""
+        runs = runs_of(request)
+        run = await asyncio.to_thread(runs.get, thread_id, run_id)
+        await asyncio.to_thread(stop_run, runs, run, action)
         if wait:
-            await asyncio.to_thread(run.done.wait)
+            run = await _ended(runs, thread_id, run_id)
         return run.as_json()
 
     @api_router.delete("/threads/{thread_id}/runs/{run_id}", status_code=204, tags=["runs"])
     def delete_run(request: Request, thread_id: ThreadId, run_id: str) -> Response:
-        run = runs_of(request).get(thread_id, run_id)
-        if not run.done.is_set():
-            raise UsageError(f"run {run_id} is still running; cancel it first")
+        runs_of(request).delete(thread_id, run_id)
         return Response(status_code=204)
 
     return api_router
@@ -470,13 +485,12 @@ def checkpoint_id_of(ref: dict | str | None) -> str | None:
     return found
 
 
-def _status(runs: Runs, thread_id: str, head: Any) -> str:
-    active = runs.active(thread_id)
-    if active is not None:
+def _status(runs: Runs, database: Database, thread_id: str, head: Any) -> str:
+    if runs.active(thread_id, database.runs):
         return "busy"
     if head is not None and head.interrupts:
         return "interrupted"
-    last = next(iter(runs.of_thread(thread_id)), None)
+    last = next(iter(database.runs.of_thread(thread_id, limit=1)), None)
     return "error" if last is not None and last.status == "error" else "idle"
 
 
@@ -510,6 +524,59 @@ def _sse(run: Run, *, cancel_on_disconnect: bool) -> StreamingResponse:
         "X-Accel-Buffering": "no",
         "Content-Location": f"/threads/{run.thread_id}/runs/{run.run_id}",
     }
+    return StreamingResponse(frames(), media_type="text/event-stream", headers=headers)
+
+
+async def _ended(runs: Runs, thread_id: str, run_id: str) -> AnyRun:
+    """The run once it has ended: waited for here, or its record looked at again and again (with a
+    growing pause) while another server runs it."""
+    delay = POLL_FIRST
+    while True:
+        run = await asyncio.to_thread(runs.get, thread_id, run_id)
+        if isinstance(run, Run):
+            await asyncio.to_thread(run.done.wait)
+            return run
+        if not run.active:
+            return run
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, POLL_MOST)
+
+
+def _recorded_outcome(settings: Settings, record: RunRecord) -> Any:
+    if record.error is not None:
+        return JSONResponse({"__error__": record.error}, status_code=200)
+    values = record_values(settings, record)
+    if values is None:
+        raise NotFoundError(f"run {record.run_id} ended without a state (status {record.status})")
+    return values
+
+
+def _record_sse(runs: Runs, record: RunRecord) -> StreamingResponse:
+    """A run this server does not run: its metadata, then (when it ends) its values or error."""
+
+    async def frames():  # type: ignore[no-untyped-def]
+        yield sse("metadata", {"run_id": record.run_id, "attempt": 1})
+        try:
+            run = await _ended(runs, record.thread_id, record.run_id)
+        except NotFoundError as exc:  # deleted (or its thread) while this stream waited
+            yield sse("error", error_event(exc))
+            return
+        if isinstance(run, Run):  # this server took it over meanwhile
+            async for name, data in stream_events(run, cancel_on_disconnect=False):
+                yield sse(name, data)
+            return
+        if run.error is not None:
+            yield sse("error", run.error)
+            return
+        try:
+            values = await asyncio.to_thread(record_values, runs.settings, run)
+        except AppError as exc:  # its checkpoint was pruned or rolled away since
+            yield sse("error", error_event(exc))
+            return
+        if values is not None:
+            yield sse("values", values)
+
+    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
     return StreamingResponse(frames(), media_type="text/event-stream", headers=headers)
 
 
