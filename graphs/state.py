@@ -6,7 +6,7 @@ import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Final, Literal, NotRequired
+from typing import Annotated, Final, Literal, NotRequired, cast
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AnyMessage, BaseMessage, RemoveMessage
@@ -47,6 +47,10 @@ def last_error_kind(state: AgentState) -> ErrorKind | None:
     return error["kind"] if error else None
 
 
+# add_messages given two message lists returns one; langgraph types it over any message-like value.
+_add_messages = cast(Callable[[list[AnyMessage], list[AnyMessage]], list[AnyMessage]], add_messages)
+
+
 def merge_messages(current: list[AnyMessage], batches: Sequence[list[AnyMessage]]) -> list:
     """DeltaChannel reducer with `add_messages` semantics. Replaying a long chain of writes one
     batch at a time costs state size x batches, so the batches are merged in one call; a batch that
@@ -61,15 +65,15 @@ def merge_messages(current: list[AnyMessage], batches: Sequence[list[AnyMessage]
     )
     ids = [getattr(m, "id", None) for m in flat[last_reset + 1 :]]
     if None in ids or len(set(ids)) != len(ids):
-        return functools.reduce(add_messages, batches, current)
+        return functools.reduce(_add_messages, batches, current)
     if last_reset < 0 and (appended := MERGED.appended(current, flat)) is not None:
         return appended
     # add_messages keeps nothing of `current`, or of the writes before the last reset
     base, new = ([], flat[last_reset:]) if last_reset >= 0 else (current or [], flat)
     try:
-        return MERGED.record(add_messages(base, new))
+        return MERGED.record(_add_messages(base, new))
     except ValueError:
-        return functools.reduce(add_messages, batches, current)
+        return functools.reduce(_add_messages, batches, current)
 
 
 MERGED = MessageIds()

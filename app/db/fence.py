@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
+
+from langchain_core.runnables import RunnableConfig
 
 FENCE_KEY = "__waypoint_fence"  # "__": LangGraph copies other configurable keys into metadata
 
@@ -44,7 +46,7 @@ class Fence:
             self._closed = True
 
 
-def fenced(config: Mapping[str, Any], fence: Fence) -> dict:
+def fenced(config: RunnableConfig, fence: Fence) -> RunnableConfig:
     """`config` for a run whose writes end when `fence` closes."""
     return _with_configurable(config, {**config.get("configurable", {}), FENCE_KEY: fence})
 
@@ -55,11 +57,11 @@ def unfenced(config: Any) -> Any:
     if not isinstance(config, dict) or FENCE_KEY not in config.get("configurable", {}):
         return config
     configurable = {k: v for k, v in config["configurable"].items() if k != FENCE_KEY}
-    return _with_configurable(config, configurable)
+    return _with_configurable(RunnableConfig(**config), configurable)
 
 
-def _with_configurable(config: Mapping[str, Any], configurable: dict) -> dict:
-    copy = dict(config)
+def _with_configurable(config: RunnableConfig, configurable: dict[str, Any]) -> RunnableConfig:
+    copy = config.copy()
     copy["configurable"] = configurable
     return copy
 

@@ -10,21 +10,21 @@ head checkpoint's id tells.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StateSnapshot
 
 from app.service.threads import load_state, saver_of, thread_config
+from graphs.shared.skeleton import StrategyGraph
 
-CHECKPOINTS_MODE = "checkpoints"
+CHECKPOINTS_MODE: Final = "checkpoints"
 
 
 class HeadCache:
     """The last head this process saw of one thread, trusted only while it is still the head."""
 
-    def __init__(self, graph: CompiledStateGraph, thread_id: str) -> None:
+    def __init__(self, graph: StrategyGraph, thread_id: str) -> None:
         self.graph = graph
         self.thread_id = thread_id
         self._snapshot: StateSnapshot | None = None

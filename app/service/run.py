@@ -11,7 +11,6 @@ from typing import Any
 
 from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StateSnapshot
 
 from app.service.events import EventSink, TurnEnd, from_stream
@@ -21,6 +20,7 @@ from app.service.recovery import close_interrupted
 from app.service.threads import load_state, thread_config
 from app.service.worker import RunCancelled, sigint_ignored, stream_in_worker
 from graphs.react.graph import recursion_limit
+from graphs.shared.skeleton import StrategyGraph
 from graphs.state import AgentContext
 
 
@@ -41,7 +41,7 @@ class ThreadGraph:
     """A thread on its strategy's compiled graph, with the head this process last saw of it and
     the event that stops its running turn (set by Ctrl-C's stand-in, the server's cancel route)."""
 
-    graph: CompiledStateGraph
+    graph: StrategyGraph
     thread_id: str
     head: HeadCache
     stop: threading.Event

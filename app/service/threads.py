@@ -18,9 +18,10 @@ __all__ = ["unreadable"]  # with the services below
 if TYPE_CHECKING:  # the graph machinery is not needed to list threads (`threads list` stays fast)
     from langchain_core.runnables import RunnableConfig
     from langgraph.checkpoint.base import BaseCheckpointSaver
-    from langgraph.graph.state import CompiledStateGraph
     from langgraph.store.base import BaseStore
     from langgraph.types import StateSnapshot
+
+    from graphs.shared.skeleton import StrategyGraph
 
 GREGORIAN_TO_UNIX_100NS = 0x01B21DD213814000
 # LangGraph's checkpoint ids are time-ordered (UUIDv6): their first characters are shared by every
@@ -93,7 +94,7 @@ def thread_config(
     return {"configurable": configurable, **extra}
 
 
-def saver_of(graph: CompiledStateGraph) -> BaseCheckpointSaver:
+def saver_of(graph: StrategyGraph) -> BaseCheckpointSaver:
     """The saver of a thread's graph (`thread_graph` and `strategy_graph` always compile one in)."""
     from langgraph.checkpoint.base import BaseCheckpointSaver
 
@@ -103,7 +104,7 @@ def saver_of(graph: CompiledStateGraph) -> BaseCheckpointSaver:
     return saver
 
 
-def load_state(graph: CompiledStateGraph, thread_id: str) -> StateSnapshot:
+def load_state(graph: StrategyGraph, thread_id: str) -> StateSnapshot:
     """The thread's head state, or a clear error when a checkpoint cannot be trusted or decoded."""
     from graphs.state import unreadable_reason
 
@@ -131,7 +132,7 @@ def thread_exists(database: Database, thread_id: str) -> bool:
     return database.thread_exists(thread_id)
 
 
-def thread_graph(checkpointer: BaseCheckpointSaver, thread_id: str) -> CompiledStateGraph:
+def thread_graph(checkpointer: BaseCheckpointSaver, thread_id: str) -> StrategyGraph:
     """The compiled graph of the thread's own strategy (react for a new thread), so its state
     fields (plan, lessons, …) and pending steps (`executor`, …) read as that strategy wrote them."""
     from graphs.strategies import stored_strategy
@@ -141,7 +142,7 @@ def thread_graph(checkpointer: BaseCheckpointSaver, thread_id: str) -> CompiledS
 
 def strategy_graph(
     strategy: str, checkpointer: BaseCheckpointSaver, store: BaseStore | None = None
-) -> CompiledStateGraph:
+) -> StrategyGraph:
     """The strategy's graph on `checkpointer` and `store` (its nodes' `runtime.store`): compiled
     once per process (a few ms each time, in every `chat -m` and server request), then copied onto
     them, as `compile(checkpointer=, store=)` would set them and LangGraph's own `with_config`
@@ -150,7 +151,7 @@ def strategy_graph(
 
 
 @functools.cache
-def _compiled(strategy: str) -> CompiledStateGraph:
+def _compiled(strategy: str) -> StrategyGraph:
     from graphs.strategies import get_strategy
 
     return get_strategy(strategy).build(None)

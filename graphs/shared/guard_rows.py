@@ -86,7 +86,8 @@ POSTGRES_NEWEST = (
 def saver_kind(saver: BaseCheckpointSaver) -> str | None:
     """Which of LangGraph's SQL savers `saver` is, if any (each package is optional: Aegra runs
     on PostgreSQL alone, `langgraph dev` keeps checkpoints in memory)."""
-    return _kind_of(type(saver))
+    saver_class: type = type(saver)  # a plain `type`: mypy finds a saver class unhashable
+    return _kind_of(saver_class)
 
 
 @functools.lru_cache(maxsize=64)

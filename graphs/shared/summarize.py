@@ -238,7 +238,7 @@ def _tokens(messages: Sequence[AnyMessage]) -> int:
     return message_tokens(messages)
 
 
-def summary_update(summary: str, recent: Sequence[AnyMessage]) -> list[AnyMessage]:
+def summary_update(summary: str, recent: Sequence[AnyMessage]) -> list[BaseMessage]:
     """The messages write that leaves [summary, *recent] in the state (order matters, so rewrite)."""
     note = SystemMessage(
         content=f"Summary of the earlier conversation:\n{summary}",

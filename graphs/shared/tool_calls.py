@@ -10,7 +10,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, InvalidToolCall, ToolCall, ToolMessage
 from langchain_core.tools import BaseTool
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from graphs.shared.messages import new_message_id
 from graphs.shared.recorded import recording, start_recorded
@@ -174,8 +174,19 @@ def invalid_arguments_message(name: str, exc: ValidationError, tool: BaseTool) -
 
 
 def _describe_fields(tool: BaseTool) -> Sequence[str]:
-    properties = tool.tool_call_schema.model_json_schema().get("properties", {})
+    properties = _json_schema(tool).get("properties", {})
     return [f"{key} ({spec.get('type', 'any')})" for key, spec in properties.items()] or ["none"]
+
+
+def _json_schema(tool: BaseTool) -> dict[str, Any]:
+    """The JSON schema of a tool's arguments: an MCP tool's is JSON schema already, others' a
+    pydantic model (version 2, or version 1 through langchain's compatibility)."""
+    schema = tool.tool_call_schema
+    if isinstance(schema, dict):
+        return schema
+    if issubclass(schema, BaseModel):
+        return schema.model_json_schema()
+    return schema.schema()
 
 
 def truncate(text: str, limit: int) -> str:

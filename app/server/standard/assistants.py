@@ -10,13 +10,13 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Query, Request, Response
-from langgraph.graph.state import CompiledStateGraph
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from pydantic.errors import PydanticSchemaGenerationError, PydanticUserError
 
 from app.config import Settings
 from app.errors import ConflictError, NotFoundError, UsageError
 from app.service.memory import open_memory
+from graphs.shared.skeleton import StrategyGraph
 from graphs.spec import RunSpec
 from graphs.strategies import STRATEGIES, drawing
 
@@ -49,7 +49,7 @@ class Assistant:
         """The run context its runs start from (a run's own context wins)."""
         return dict((self.record or {}).get("context") or {})
 
-    def graph(self) -> CompiledStateGraph:
+    def graph(self) -> StrategyGraph:
         return STRATEGIES[self.strategy].build(None)
 
     def as_json(self) -> dict:
@@ -279,7 +279,7 @@ def routes() -> APIRouter:
     return api
 
 
-def graph_schemas(graph_id: str, compiled: CompiledStateGraph) -> dict:
+def graph_schemas(graph_id: str, compiled: StrategyGraph) -> dict:
     """A graph's schemas as LangGraph's server gives them (state fields as input and output)."""
     state = state_jsonschema(compiled)
     return {
@@ -292,7 +292,7 @@ def graph_schemas(graph_id: str, compiled: CompiledStateGraph) -> dict:
     }
 
 
-def state_jsonschema(graph: CompiledStateGraph) -> dict:
+def state_jsonschema(graph: StrategyGraph) -> dict:
     """The state's fields from the graph's channels, each with its value type's schema where
     pydantic can make one ({} where it cannot: typing.TypedDict before Python 3.12)."""
     properties = {}
