@@ -148,7 +148,7 @@ def listings(threads: int, long_dbs: dict[str, Path], workdir: Path, repeats: in
     }
     for path in many.values():
         path.parent.mkdir(parents=True)
-    generators = {
+    generators: dict[str, GraphRunner | BaselineRunner] = {
         "waypoint": GraphRunner(many["waypoint"]),
         "baseline": BaselineRunner(many["baseline"]),
     }
