@@ -225,8 +225,8 @@ class ChatSession:
             start = self.graph.get_state(thread_config(self.thread_id, checkpoint_id))
             if not start.next:
                 raise nothing_to_rerun(self.thread_id, checkpoint_id)
-            turn = (start.metadata or {}).get("turn") or start.values.get("turn", 0)
             metadata = {**turn_metadata(start), "replay_of": checkpoint_id}
+            turn = metadata.get("turn") or start.values.get("turn", 0)
             run = self._run(sink, turn, metadata, context)
             replay_from(run, self.strategy, checkpoint_id, approve)
             return run.finish()
