@@ -15,10 +15,10 @@ from app.cli.hints import PROGRAM
 from graphs.run_settings import ApprovalPolicy, definition, env_name
 
 
-def command_group(**options: object) -> typer.Typer:
+def command_group(**options: Any) -> typer.Typer:
     """A group of commands whose --help is plain text, as `llm` and click print it: compact at 80
     columns, choices shown as <a|b|c>, flags without a type, an examples block at the end."""
-    return typer.Typer(rich_markup_mode=None, **options)  # type: ignore[arg-type]
+    return typer.Typer(rich_markup_mode=None, **options)
 
 
 def examples(*lines: str) -> str:

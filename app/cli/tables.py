@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from rich import box
+from rich.console import JustifyMethod
 from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
@@ -52,7 +53,7 @@ class Column:
 
     header: str
     priority: int = 0
-    justify: str = "left"
+    justify: JustifyMethod = "left"
     text: bool = False
     one_line: bool = False  # a text column whose cells are cut with "…" rather than wrapped
 
@@ -73,7 +74,7 @@ def fitted_table(
         column = columns[i]
         table.add_column(
             column.header,
-            justify=column.justify,  # type: ignore[arg-type]
+            justify=column.justify,
             no_wrap=not column.text or column.one_line,
             overflow="ellipsis" if column.text else "fold",
             min_width=_min_width(i, columns, rows),

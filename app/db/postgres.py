@@ -157,7 +157,9 @@ class PostgresDatabase(Database):
 
     @property
     def conn(self) -> psycopg.Connection[DictRow]:
-        return self.saver.conn  # type: ignore[return-value]
+        conn = self.saver.conn
+        assert isinstance(conn, psycopg.Connection)  # open_postgres gives it a connection, no pool
+        return conn
 
     def _rows(self, sql: str, params: Any = None) -> list[tuple]:
         with self.saver.lock, self.conn.cursor(row_factory=tuple_row) as cur:

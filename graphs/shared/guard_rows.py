@@ -66,7 +66,7 @@ def newest_checkpoints(saver: BaseCheckpointSaver, thread_id: str) -> list[Row]:
 
 async def anewest_checkpoints(saver: BaseCheckpointSaver, thread_id: str) -> list[Row]:
     """`newest_checkpoints` for a caller on the saver's event loop."""
-    if saver_kind(saver) == "async-postgres":
+    if saver_kind(saver) == "async-postgres":  # the ignore: an AsyncPostgresSaver's own cursor
         async with saver._cursor() as cursor:  # type: ignore[attr-defined]
             await cursor.execute(POSTGRES_NEWEST, (thread_id, NEWEST))
             return _rows(await cursor.fetchall())
