@@ -186,13 +186,12 @@ class BaselineRunner:
         self.saver.conn.close()
 
 
-def head_messages(runner: Runner) -> list:
+def head_messages(runner: SessionRunner | GraphRunner | BaselineRunner) -> list:
     """The messages of the thread's head state, read through the runner's own graph."""
     if isinstance(runner, SessionRunner):
         graph, thread_id = runner.session.graph, runner.session.thread_id
     else:
-        # every other runner keeps its compiled graph and thread id (the Runner protocol does not)
-        graph, thread_id = runner.graph, runner.thread_id  # type: ignore[attr-defined]
+        graph, thread_id = runner.graph, runner.thread_id
     state = graph.get_state({"configurable": {"thread_id": thread_id}})
     return list(state.values.get("messages", []))
 
