@@ -6,6 +6,12 @@ must land inside the boundary (exit 130, one line), not print a traceback."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typer import Typer
+    from typer._click import Command
 
 INTERRUPTED = 130  # ExitStatus.INTERRUPTED, usable before app.errors is imported
 
@@ -75,10 +81,10 @@ def _run(argv: list[str], prog_name: str | None) -> int:
     return int(code or 0)
 
 
-_COMMANDS: dict[int, object] = {}
+_COMMANDS: dict[int, Command] = {}
 
 
-def _command(app, get_command):  # type: ignore[no-untyped-def]
+def _command(app: Typer, get_command: Callable[[Typer], Command]) -> Command:
     """The click command typer builds from `app`, once per process: building it reads the type
     hints of every command's parameters (~12 ms), and a process may run many commands (the soak's
     workers, the tests)."""

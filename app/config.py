@@ -7,7 +7,7 @@ import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -195,7 +195,7 @@ class Settings(RunSettings, BaseSettings):
         return self.database.local_dir / "chat_history"
 
 
-def load_settings(**overrides: object) -> Settings:
+def load_settings(**overrides: Any) -> Settings:
     """Settings with the CLI's flags applied on top; flags left unset do not override."""
     check_clock_pin()
     check_env_file()

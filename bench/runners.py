@@ -32,7 +32,7 @@ class Runner(Protocol):
     def close(self) -> None: ...
 
 
-class _Discard(io.TextIOBase):
+class _Discard(io.StringIO):
     def write(self, text: str) -> int:
         return len(text)
 
@@ -112,6 +112,7 @@ class GraphRunner:
 
     def turn(self, text: str, thread_id: str | None = None) -> None:
         from langchain_core.messages import HumanMessage
+        from langchain_core.runnables import RunnableConfig
 
         from app.service.session import PREVIEW_CHARS
         from app.service.worker import STREAM_MODES
@@ -119,7 +120,7 @@ class GraphRunner:
 
         self.turns += 1
         message = HumanMessage(content=text, id=new_message_id("human"))
-        config = {
+        config: RunnableConfig = {
             "configurable": {"thread_id": thread_id or self.thread_id},
             "metadata": {"turn": 1 if thread_id else self.turns, "preview": text[:PREVIEW_CHARS]},
             "recursion_limit": self.recursion_limit,
@@ -185,12 +186,12 @@ class BaselineRunner:
         self.saver.conn.close()
 
 
-def head_messages(runner: Runner) -> list:
+def head_messages(runner: SessionRunner | GraphRunner | BaselineRunner) -> list:
     """The messages of the thread's head state, read through the runner's own graph."""
     if isinstance(runner, SessionRunner):
         graph, thread_id = runner.session.graph, runner.session.thread_id
     else:
-        graph, thread_id = runner.graph, runner.thread_id  # type: ignore[attr-defined]
+        graph, thread_id = runner.graph, runner.thread_id
     state = graph.get_state({"configurable": {"thread_id": thread_id}})
     return list(state.values.get("messages", []))
 

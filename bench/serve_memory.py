@@ -118,5 +118,7 @@ def _url(process: subprocess.Popen, log: Path) -> str:
 
 def _rss_mib(pid: int) -> float:
     status = Path(f"/proc/{pid}/status").read_text()
-    kib = int(re.search(r"VmRSS:\s+(\d+) kB", status).group(1))  # type: ignore[union-attr]
-    return kib / 1024
+    found = re.search(r"VmRSS:\s+(\d+) kB", status)
+    if found is None:  # a kernel thread, or a process that has exited
+        raise RuntimeError(f"no resident size in /proc/{pid}/status")
+    return int(found.group(1)) / 1024

@@ -168,7 +168,7 @@ def user_messages(kind: str, db: str, thread: str) -> set[str]:
         with open_checkpointer(db) as saver:
             graph = get_strategy("react").build(saver)
             messages = load_state(graph, thread).values.get("messages", [])
-    return {m.content for m in messages if isinstance(m, HumanMessage)}
+    return {m.text for m in messages if isinstance(m, HumanMessage)}
 
 
 def integrity(db: str) -> str:

@@ -34,7 +34,11 @@ def serve(variant: str, db_path: Path) -> None:
     )
     from bench.workloads import message_json_bytes
 
-    makers = {"session": SessionRunner, "graph": GraphRunner, "baseline": BaselineRunner}
+    makers: dict[str, type[SessionRunner | GraphRunner | BaselineRunner]] = {
+        "session": SessionRunner,
+        "graph": GraphRunner,
+        "baseline": BaselineRunner,
+    }
     runner = makers[variant](db_path)
     if variant != "baseline":
         settle_process()

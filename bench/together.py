@@ -26,7 +26,7 @@ def start_workers(
         for command in commands
     ]
     for worker in workers:
-        assert worker.stdout is not None
+        assert worker.stdout is not None and worker.stderr is not None
         if worker.stdout.readline().strip() != b"ready":
             raise RuntimeError(f"a worker did not start: {worker.stderr.read()[-2000:]!r}")
     return workers

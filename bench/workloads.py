@@ -148,7 +148,7 @@ def listings(threads: int, long_dbs: dict[str, Path], workdir: Path, repeats: in
     }
     for path in many.values():
         path.parent.mkdir(parents=True)
-    generators = {
+    generators: dict[str, GraphRunner | BaselineRunner] = {
         "waypoint": GraphRunner(many["waypoint"]),
         "baseline": BaselineRunner(many["baseline"]),
     }
@@ -226,10 +226,14 @@ def listings(threads: int, long_dbs: dict[str, Path], workdir: Path, repeats: in
             ],
         ),
     }
-    for case, (waypoint, baseline) in cli.items():
+    for case, (waypoint_command, baseline_command) in cli.items():
         results[case] = {
-            "waypoint": median_time(partial(_run, warmed(waypoint, workdir), workdir), repeats),
-            "baseline": median_time(partial(_run, warmed(baseline, workdir), workdir), repeats),
+            "waypoint": median_time(
+                partial(_run, warmed(waypoint_command, workdir), workdir), repeats
+            ),
+            "baseline": median_time(
+                partial(_run, warmed(baseline_command, workdir), workdir), repeats
+            ),
         }
     return results
 
@@ -279,7 +283,7 @@ def first_token(command: list[str], cwd: Path) -> tuple[float, float]:
     code = process.wait(timeout=600)
     total = time.perf_counter() - started
     if code != 0 or first is None:
-        raise RuntimeError(f"{' '.join(command)} gave no token (exit {code}): {stderr[-2000:]}")
+        raise RuntimeError(f"{' '.join(command)} gave no token (exit {code}): {stderr[-2000:]!r}")
     return first, total
 
 

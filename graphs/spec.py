@@ -26,7 +26,7 @@ def _per_run(name: str) -> FieldInfo:
     left_out = f"omitted: the server's {env_name(name)}"
     if setting.default is not None:
         left_out += f" ({setting.default} unless set)"
-    field = Field(
+    field = FieldInfo.from_field(
         None,
         description=f"{setting.description}; {left_out}",
         json_schema_extra={} if setting.default is None else {"default": setting.default},

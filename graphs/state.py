@@ -6,7 +6,7 @@ import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Literal, NotRequired
+from typing import Annotated, Final, Literal, NotRequired, cast
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AnyMessage, BaseMessage, RemoveMessage
@@ -29,6 +29,9 @@ TurnStatus = Literal[
 ]
 Budget = Literal["time", "tokens"]
 
+# LangGraph's END, typed as the literal routers return (langgraph types its END as plain `str`).
+END: Final = "__end__"
+
 
 class LastError(TypedDict):
     """The failure the graph is currently handling."""
@@ -36,6 +39,16 @@ class LastError(TypedDict):
     kind: ErrorKind
     message: str
     retry_after: float | None
+
+
+def last_error_kind(state: AgentState) -> ErrorKind | None:
+    """The kind of the failure the graph is handling, or None."""
+    error = state.get("last_error")
+    return error["kind"] if error else None
+
+
+# add_messages given two message lists returns one; langgraph types it over any message-like value.
+_add_messages = cast(Callable[[list[AnyMessage], list[AnyMessage]], list[AnyMessage]], add_messages)
 
 
 def merge_messages(current: list[AnyMessage], batches: Sequence[list[AnyMessage]]) -> list:
@@ -52,15 +65,15 @@ def merge_messages(current: list[AnyMessage], batches: Sequence[list[AnyMessage]
     )
     ids = [getattr(m, "id", None) for m in flat[last_reset + 1 :]]
     if None in ids or len(set(ids)) != len(ids):
-        return functools.reduce(add_messages, batches, current)
+        return functools.reduce(_add_messages, batches, current)
     if last_reset < 0 and (appended := MERGED.appended(current, flat)) is not None:
         return appended
     # add_messages keeps nothing of `current`, or of the writes before the last reset
     base, new = ([], flat[last_reset:]) if last_reset >= 0 else (current or [], flat)
     try:
-        return MERGED.record(add_messages(base, new))
+        return MERGED.record(_add_messages(base, new))
     except ValueError:
-        return functools.reduce(add_messages, batches, current)
+        return functools.reduce(_add_messages, batches, current)
 
 
 MERGED = MessageIds()

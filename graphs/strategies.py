@@ -10,7 +10,6 @@ from typing import Any, get_args
 from langchain_core.messages import AnyMessage, ToolCall
 from langchain_core.runnables.graph import Graph
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.graph.state import CompiledStateGraph
 
 from graphs.plan.graph import build_plan_graph
 from graphs.plan.nodes import next_step_calls
@@ -21,13 +20,14 @@ from graphs.reflexion.state import REFLEXION_TURN_RESET
 from graphs.routed.graph import build_routed_graph
 from graphs.routed.state import ROUTED_TURN_RESET
 from graphs.shared.closing import ErrorRoute
+from graphs.shared.skeleton import StrategyGraph
 from graphs.state import turn_input
 
 DEFAULT_STRATEGY = "react"
 ERROR_HANDLER = (
     "__default_error_handler__"  # LangGraph's node for set_node_defaults(error_handler=)
 )
-Builder = Callable[[BaseCheckpointSaver | None], CompiledStateGraph]
+Builder = Callable[[BaseCheckpointSaver | None], StrategyGraph]
 
 
 @dataclass(frozen=True)
@@ -126,11 +126,11 @@ def mermaid(name: str) -> str:
     return "\n".join(parts)
 
 
-def _draw(graph: CompiledStateGraph) -> str:
+def _draw(graph: StrategyGraph) -> str:
     return drawing(graph).draw_mermaid()
 
 
-def drawing(graph: CompiledStateGraph) -> Graph:
+def drawing(graph: StrategyGraph) -> Graph:
     """The graph as LangGraph draws it, plus what that drawing leaves out: the route of the node
     error handler (entered by an exception in any node, it goes where on_node_error's Command
     says) and the static edges of the nodes only that route reaches."""

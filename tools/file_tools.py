@@ -6,7 +6,7 @@ call: stored in the conversation, it is the journal that workspace time travel r
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field
@@ -135,7 +135,7 @@ def journal(path: str, content: str, previous: str | None, previous_known: bool)
     }
 
 
-def sparing(tools: list[BaseTool], paths: Collection[str]) -> list[BaseTool]:
+def sparing(tools: Sequence[BaseTool], paths: Collection[str]) -> Sequence[BaseTool]:
     """`tools` with write_file and edit_file refusing `paths` (files changed outside Waypoint that
     a replay left alone): the replayed call gets a tool error instead of overwriting them."""
     spared = {normalized_path(p) for p in paths}

@@ -6,6 +6,7 @@ hard links, FIFOs, devices and oversized files are refused instead of followed, 
 
 from __future__ import annotations
 
+import builtins
 import errno
 import os
 import secrets
@@ -202,7 +203,7 @@ class Workspace:
                 os.close(dir_fd)
         return Listing(entries, omitted=len(names) - len(kept))
 
-    def _open_dir(self, parts: list[str], *, create: bool = False) -> int:
+    def _open_dir(self, parts: builtins.list[str], *, create: bool = False) -> int:
         """Open the directory ``parts`` below the root without following any symlink."""
         try:
             fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)

@@ -10,9 +10,9 @@ import re
 import shlex
 import subprocess
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.cells import cell_len, set_cell_size
 from rich.console import Console, Group, RenderableType
@@ -23,6 +23,9 @@ from rich.text import Text
 
 from app.text import shown
 
+if TYPE_CHECKING:
+    from graphs.shared.approvals import ApprovalDecision, ApprovalRequest
+
 Read = Callable[[str, str], str]  # (question, default) -> answer
 Edit = Callable[[str, str], str | None]  # (text, file suffix) -> the edited text, None: unchanged
 NUMBERED_FROM = 6  # code of this many lines or more is shown with line numbers
@@ -30,8 +33,8 @@ CODE_ARGUMENTS = {"code", "content", "old_text", "new_text"}  # shown as code, e
 
 
 def ask_approval(
-    calls: list[dict], read: Read, console: Console, edit: Edit | None = None
-) -> dict[str, dict]:
+    calls: list[ApprovalRequest], read: Read, console: Console, edit: Edit | None = None
+) -> dict[str, ApprovalDecision]:
     """One decision per call: approve, reject, or edit one of its arguments."""
     decisions = {}
     for call in calls:
@@ -40,8 +43,9 @@ def ask_approval(
     return decisions
 
 
-def approval_panel(call: dict) -> Panel:
-    """The call as the person reads it: why it is asked, then each argument, code as code."""
+def approval_panel(call: Mapping[str, Any]) -> Panel:
+    """The call (an ApprovalRequest, or a tool call with its `reason`) as the person reads it: why
+    it is asked, then each argument, code as code."""
     fields = Table.grid(padding=(0, 1))
     fields.add_column(style="dim", no_wrap=True)
     fields.add_column()
@@ -89,7 +93,7 @@ def _suffix(key: str, args: dict) -> str:
     return Path(str(args.get("path", ""))).suffix or ".txt"
 
 
-def _decide(call: dict, read: Read, console: Console, edit: Edit) -> dict:
+def _decide(call: ApprovalRequest, read: Read, console: Console, edit: Edit) -> ApprovalDecision:
     while True:
         answer = read("[a]pprove, [e]dit or [r]eject? ", "").strip().lower()
         if answer in {"a", "approve", "y", "yes"}:
@@ -105,7 +109,9 @@ def _decide(call: dict, read: Read, console: Console, edit: Edit) -> dict:
         console.print("answer a, e or r", markup=False)
 
 
-def _edited_args(call: dict, read: Read, console: Console, edit: Edit) -> dict | None:
+def _edited_args(
+    call: ApprovalRequest, read: Read, console: Console, edit: Edit
+) -> dict[str, Any] | None:
     """The arguments with the field the person chose edited; None when nothing changed."""
     args = dict(call["args"])
     if not args:

@@ -31,6 +31,8 @@ from app.errors import AgentRunError, ExitStatus, UsageError
 
 if TYPE_CHECKING:
     from app.config import Settings
+    from app.service.approvals import Approver
+    from graphs.run_settings import ApprovalPolicy
 
 commands = command_group()
 
@@ -196,11 +198,13 @@ POLICY_MEANING = {
 }
 
 
-def _approval_for_one_shot(io: Invocation, settings: Settings, *, interactive: bool):  # type: ignore[no-untyped-def]
+def _approval_for_one_shot(
+    io: Invocation, settings: Settings, *, interactive: bool
+) -> tuple[ApprovalPolicy, Approver | None]:
     """The explicit policy of a one-shot turn, and who answers when it is `ask` (a terminal)."""
     from app.cli.approval_ui import ask_approval
 
-    policy = settings.approval or ("ask" if interactive else "never")
+    policy: ApprovalPolicy = settings.approval or ("ask" if interactive else "never")
     if policy == "ask" and not interactive:
         policy = "never"
     if policy != "ask":

@@ -4,7 +4,7 @@ health) and `tools` (every tool the model can call)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich import box
@@ -24,6 +24,9 @@ from app.cli.options import (
     examples,
 )
 from app.cli.tables import Column, fitted_table
+
+if TYPE_CHECKING:
+    from langchain_core.tools import BaseTool
 
 commands = command_group()
 
@@ -142,7 +145,7 @@ def list_tools(
     io.out.print(fitted_table(columns, rows, io.out.width), soft_wrap=False)
 
 
-def approval_of(tool) -> str:  # type: ignore[no-untyped-def]
+def approval_of(tool: BaseTool) -> str:
     """When a call of the tool asks for approval (with `--approve ask`): always, never, or what
     its risk depends on."""
     from graphs.shared.approvals import risk_of
@@ -155,7 +158,7 @@ def approval_of(tool) -> str:  # type: ignore[no-untyped-def]
     return "no"
 
 
-def source_of(tool) -> str:  # type: ignore[no-untyped-def]
+def source_of(tool: BaseTool) -> str:
     """built-in, or the MCP server and the name the tool has there."""
     metadata = tool.metadata or {}
     server = metadata.get("mcp_server")

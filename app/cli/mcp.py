@@ -71,14 +71,15 @@ def list_configured_tools(
     with open_mcp_tools(mcp_config) as tools:
         rows = [
             {
-                "server": tool.metadata["mcp_server"],
+                "server": meta["mcp_server"],
                 "name": tool.name,
-                "mcp_name": tool.metadata["mcp_tool"],
-                "trusted": tool.metadata["trusted"],
+                "mcp_name": meta["mcp_tool"],
+                "trusted": meta["trusted"],
                 "description": tool.description,
                 "input_schema": tool.args_schema,
             }
             for tool in tools
+            if (meta := tool.metadata) is not None  # the loader gives every MCP tool its own
         ]
     if as_json:
         io.print_json(rows)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -14,6 +14,9 @@ from app.cli.io import Invocation, load_settings
 from app.cli.options import DbOption, JsonOption, command_group, examples
 from app.errors import UsageError
 from app.text import shown
+
+if TYPE_CHECKING:
+    from tools.memory.item import Kind
 
 commands = command_group(
     help="Long-term memory: saved facts and past experiences.",
@@ -43,7 +46,7 @@ def memory_list(
     from app.service.memory import open_memory
 
     who = _user(user)
-    kind = "experiences" if experiences else "memories"
+    kind = _kind(experiences)
     settings = load_settings(db=db)
     with open_memory(settings) as memory:
         items = memory.list(who, kind=kind)
@@ -112,7 +115,7 @@ def memory_forget(
             "give a key (list them with: waypoint memory list), or words the entries to forget "
             "contain"
         )
-    kind = "experiences" if experiences else "memories"
+    kind = _kind(experiences)
     settings = load_settings(db=db)
     with open_memory(settings) as memory:
         matches = memory.matching(who, key_or_query, kind)
@@ -129,6 +132,10 @@ def memory_forget(
                 raise typer.Exit(1)
         forgotten = memory.delete(kind, who, [item.key for item in matches])
     io.err.print(f"forgot {_count(forgotten)} of {who}", markup=False)
+
+
+def _kind(experiences: bool) -> Kind:
+    return "experiences" if experiences else "memories"
 
 
 def _user(user: str | None) -> str:

@@ -15,10 +15,10 @@ from app.cli.hints import PROGRAM
 from graphs.run_settings import ApprovalPolicy, definition, env_name
 
 
-def command_group(**options: object) -> typer.Typer:
+def command_group(**options: Any) -> typer.Typer:
     """A group of commands whose --help is plain text, as `llm` and click print it: compact at 80
     columns, choices shown as <a|b|c>, flags without a type, an examples block at the end."""
-    return typer.Typer(rich_markup_mode=None, **options)  # type: ignore[arg-type]
+    return typer.Typer(rich_markup_mode=None, **options)
 
 
 def examples(*lines: str) -> str:
@@ -95,22 +95,23 @@ def run_option(name: str, flag: str | None = None, metavar: str | None = "N") ->
     """The option of run setting `name` (graphs/run_settings.py): its help, its bounds and its
     environment variable from the setting's one definition (metavar None: the choices)."""
     setting = definition(name)
-    text = f"{setting.description[0].upper()}{setting.description[1:]} (env {env_name(name)})."
-    shown = {} if metavar is None else {"metavar": metavar}
+    about = setting.description or name.replace("_", " ")
+    text = f"{about[0].upper()}{about[1:]} (env {env_name(name)})."
+    low, high = _bounds(setting.metadata)
     flag = flag or f"--{name.replace('_', '-')}"
-    return typer.Option(flag, help=text, **shown, **_bounds(setting.metadata))
+    return typer.Option(flag, help=text, metavar=metavar, min=low, max=high)
 
 
-def _bounds(constraints: list[Any]) -> dict[str, Any]:
-    """A setting's closed bounds as click's min/max, shown in --help (an open one, such as
-    max_seconds > 0, is checked with the others when the flags become a RunSpec)."""
-    bounds: dict[str, Any] = {}
+def _bounds(constraints: list[Any]) -> tuple[Any, Any]:
+    """A setting's closed bounds (None: none) as click's min and max, shown in --help (an open
+    one, such as max_seconds > 0, is checked with the others when the flags become a RunSpec)."""
+    low = high = None
     for constraint in constraints:
         if isinstance(constraint, annotated_types.Ge):
-            bounds["min"] = constraint.ge
+            low = constraint.ge
         elif isinstance(constraint, annotated_types.Le):
-            bounds["max"] = constraint.le
-    return bounds
+            high = constraint.le
+    return low, high
 
 
 ModelOption = Annotated[str | None, run_option("model", metavar="offline|openai:NAME")]

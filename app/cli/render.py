@@ -5,8 +5,8 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Callable
-from typing import Any, TypeVar, cast
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar, cast, overload
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from rich.console import Console, Group, RenderableType
@@ -141,6 +141,10 @@ class ConsoleRenderer:
     def __exit__(self, *exc: object) -> None:
         self.progress.stop()
 
+    @overload
+    def paused(self, ask: Asking) -> Asking: ...
+    @overload
+    def paused(self, ask: None) -> None: ...
     def paused(self, ask: Asking | None) -> Asking | None:
         """`ask` (an approver, a replay's confirmation) with the spinner out of the way while it
         asks the user."""
@@ -294,6 +298,10 @@ class JsonlRenderer:
     def __exit__(self, *exc: object) -> None:
         return None
 
+    @overload
+    def paused(self, ask: Asking) -> Asking: ...
+    @overload
+    def paused(self, ask: None) -> None: ...
     def paused(self, ask: Asking | None) -> Asking | None:
         return ask
 
@@ -333,7 +341,7 @@ def summarized_text(event: Summarized) -> str:
     )
 
 
-def print_messages(console: Console, messages: list[BaseMessage]) -> None:
+def print_messages(console: Console, messages: Sequence[BaseMessage]) -> None:
     """A stored conversation, shown the way the chat showed it."""
     for message in messages:
         if message.type == "human":
@@ -353,6 +361,6 @@ def print_messages(console: Console, messages: list[BaseMessage]) -> None:
             if len(content) > CARD_RESULT_CHARS:
                 content = content[:CARD_RESULT_CHARS] + " …"
             line = shown(f"{message.name}: {content}")
-            console.print(mark + Text(line, style=None if ok else "red"))
+            console.print(mark + Text(line, style="" if ok else "red"))
         else:
             console.print(Text(shown(f"{message.type}: {message.content}"), style="dim"))

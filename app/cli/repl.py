@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.history import FileHistory
-from prompt_toolkit.key_binding import KeyBindings
+from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from rich.console import Console, Group
 from rich.markup import escape
 from rich.padding import Padding
@@ -63,7 +63,7 @@ def _key_bindings() -> KeyBindings:
     bindings = KeyBindings()
 
     @bindings.add("escape", "enter")
-    def _newline(event) -> None:  # type: ignore[no-untyped-def]
+    def _newline(event: KeyPressEvent) -> None:
         event.current_buffer.insert_text("\n")
 
     return bindings
@@ -79,7 +79,7 @@ def run_repl(
     debug: bool = False,
 ) -> None:
     settings.chat_history_file.parent.mkdir(parents=True, exist_ok=True)
-    prompt = PromptSession(
+    prompt: PromptSession[str] = PromptSession(
         history=FileHistory(str(settings.chat_history_file)), key_bindings=_key_bindings()
     )
     settings = settings.model_copy(update={"approval": settings.approval or "ask"})
@@ -189,13 +189,14 @@ class Repl:
     def offer_to_finish_interrupted(self, prompt: PromptSession) -> None:
         """A thread whose last run was killed is never silently abandoned: resume it or discard it.
         A turn that was waiting for an approval asks for it again."""
-        if self.session.pending_approval() and self.approver is not None:
+        approver = self.approver
+        if self.session.pending_approval() and approver is not None:
             self.err.print(
                 f"[yellow]A turn of {self.session.thread_id} is waiting for your approval.[/yellow]"
             )
             self._guarded(
                 lambda: self._with_renderer(
-                    lambda r: self.session.answer_pending_approval(r, r.paused(self.approver))
+                    lambda r: self.session.answer_pending_approval(r, r.paused(approver))
                 )
             )
             return
@@ -247,7 +248,7 @@ class Repl:
         with self.renderer() as renderer:
             action(renderer)
 
-    def _guarded(self, action) -> None:  # type: ignore[no-untyped-def]
+    def _guarded(self, action: Callable[[], object]) -> None:
         from app.service.session import TurnInterrupted
 
         try:

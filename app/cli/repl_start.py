@@ -64,21 +64,22 @@ def glance(settings: Settings, thread_id: str) -> Glance | None:
 def in_background(work: Callable[[], T]) -> Callable[[], T]:
     """Start `work` in a thread; the function returned waits for it and gives its result (or
     raises what it raised)."""
-    outcome: dict[str, object] = {}
+    values: list[T] = []
+    errors: list[BaseException] = []
 
     def run() -> None:
         try:
-            outcome["value"] = work()
+            values.append(work())
         except BaseException as exc:  # handed to the thread that waits for the result
-            outcome["error"] = exc
+            errors.append(exc)
 
     thread = threading.Thread(target=run, name="repl-setup", daemon=True)
     thread.start()
 
     def result() -> T:
         thread.join()
-        if "error" in outcome:
-            raise outcome["error"]  # type: ignore[misc]
-        return outcome["value"]  # type: ignore[return-value]
+        if errors:
+            raise errors[0]
+        return values[0]
 
     return result

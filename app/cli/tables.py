@@ -12,8 +12,10 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from rich import box
+from rich.console import JustifyMethod
 from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
@@ -21,6 +23,9 @@ from rich.tree import Tree
 from app.cli.hints import command
 from app.service.threads import short_id
 from app.text import plural, shown
+
+if TYPE_CHECKING:
+    from app.service.index import CheckpointIndex
 
 TEXT_MIN_WIDTH = 16  # the narrowest a free-text column (an input, a title) gets
 STATUS_STYLES = {
@@ -52,7 +57,7 @@ class Column:
 
     header: str
     priority: int = 0
-    justify: str = "left"
+    justify: JustifyMethod = "left"
     text: bool = False
     one_line: bool = False  # a text column whose cells are cut with "…" rather than wrapped
 
@@ -73,7 +78,7 @@ def fitted_table(
         column = columns[i]
         table.add_column(
             column.header,
-            justify=column.justify,  # type: ignore[arg-type]
+            justify=column.justify,
             no_wrap=not column.text or column.one_line,
             overflow="ellipsis" if column.text else "fold",
             min_width=_min_width(i, columns, rows),
@@ -114,7 +119,7 @@ def history_table(thread: str, turns: list, width: int) -> Table:
         Column("iter", priority=5, justify="right"),
         Column("retries", priority=5, justify="right"),
     ]
-    rows = [
+    rows: list[list[str | Text]] = [
         [
             str(turn.turn),
             Text(shown(turn.preview, one_line=True)),
@@ -168,7 +173,7 @@ def _marked(checkpoint_id: str, head: str, on_branch: set[str]) -> str:
     return f"{mark} {short_id(checkpoint_id)}"
 
 
-def branch_tree(index) -> Tree:  # type: ignore[no-untyped-def]
+def branch_tree(index: CheckpointIndex) -> Tree:
     """The current branch as a flat list of turns; every branch that a rollback or replay left behind
     hangs, flat as well, under the checkpoint where it split off."""
     children = index.children()
@@ -286,8 +291,9 @@ def threads_table(threads: list, width: int, *, numbered: bool = False) -> Table
 
 
 def human_bytes(size: int) -> str:
+    amount = float(size)
     for unit in ("B", "KB", "MB"):
-        if size < 1024:
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size:.1f} GB"
+        if amount < 1024:
+            return f"{amount:.0f} {unit}" if unit == "B" else f"{amount:.1f} {unit}"
+        amount /= 1024
+    return f"{amount:.1f} GB"

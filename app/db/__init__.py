@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
 
@@ -29,7 +29,7 @@ def open_database(db: DbRef, busy_timeout: float = 5.0) -> Iterator[Database]:
     else:
         from app.db.sqlite import open_sqlite
 
-        def opener(location: DatabaseLocation):  # type: ignore[no-untyped-def]
+        def opener(location: DatabaseLocation) -> AbstractContextManager[Database]:
             return open_sqlite(location, busy_timeout)
 
     with opener(location) as database:
@@ -41,7 +41,7 @@ def open_database(db: DbRef, busy_timeout: float = 5.0) -> Iterator[Database]:
             raise unreadable(exc.thread_id, exc.checkpoint_id, exc.reason) from exc
 
 
-def _postgres_opener():  # type: ignore[no-untyped-def]
+def _postgres_opener() -> Callable[[DatabaseLocation], AbstractContextManager[Database]]:
     try:
         from app.db.postgres import open_postgres
     except ImportError as exc:  # the [postgres] extra is not installed

@@ -19,6 +19,8 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
+
 FENCE_KEY = "__waypoint_fence"  # "__": LangGraph copies other configurable keys into metadata
 
 
@@ -44,7 +46,7 @@ class Fence:
             self._closed = True
 
 
-def fenced(config: dict, fence: Fence) -> dict:
+def fenced(config: RunnableConfig, fence: Fence) -> RunnableConfig:
     """`config` for a run whose writes end when `fence` closes."""
     return _with_configurable(config, {**config.get("configurable", {}), FENCE_KEY: fence})
 
@@ -55,11 +57,11 @@ def unfenced(config: Any) -> Any:
     if not isinstance(config, dict) or FENCE_KEY not in config.get("configurable", {}):
         return config
     configurable = {k: v for k, v in config["configurable"].items() if k != FENCE_KEY}
-    return _with_configurable(config, configurable)
+    return _with_configurable(RunnableConfig(**config), configurable)
 
 
-def _with_configurable(config: dict, configurable: dict) -> dict:
-    copy = dict(config)
+def _with_configurable(config: RunnableConfig, configurable: dict[str, Any]) -> RunnableConfig:
+    copy = config.copy()
     copy["configurable"] = configurable
     return copy
 
@@ -80,10 +82,12 @@ class FencedWrites:
 
     def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
         with _open_for(config):
+            # a mixin: the saver class it is mixed into has `put`
             return super().put(config, checkpoint, metadata, new_versions)  # type: ignore[misc]
 
     def put_writes(
         self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> None:
         with _open_for(config):
+            # a mixin: the saver class it is mixed into has `put_writes`
             super().put_writes(config, writes, task_id, task_path)  # type: ignore[misc]

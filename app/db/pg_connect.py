@@ -11,6 +11,7 @@ from app.errors import ConfigError
 
 if TYPE_CHECKING:
     import psycopg
+    from psycopg.rows import DictRow
 
 CONNECT_TIMEOUT = 5
 URL_FORM = "postgresql://user:password@host:5432/dbname"
@@ -29,7 +30,7 @@ AUTH_FAILED = ("password authentication failed", "no password supplied", "authen
 MISSING_DATABASE = re.compile(r'database "([^"]+)" does not exist')
 
 
-def connect(location: DatabaseLocation) -> psycopg.Connection:
+def connect(location: DatabaseLocation) -> psycopg.Connection[DictRow]:
     """An autocommit connection with dict rows, as LangGraph's Postgres saver and store require."""
     try:
         import psycopg
@@ -40,7 +41,7 @@ def connect(location: DatabaseLocation) -> psycopg.Connection:
         ) from None
     assert location.url is not None
     try:
-        return psycopg.Connection.connect(
+        return psycopg.connect(
             location.url,
             autocommit=True,
             prepare_threshold=0,

@@ -16,6 +16,7 @@ from app.db.sqlite_lock import busy_error
 
 if TYPE_CHECKING:
     import psycopg
+    from psycopg.rows import DictRow
 
 WRITERS_DDL = """
 CREATE TABLE IF NOT EXISTS waypoint_thread_writers (
@@ -47,7 +48,7 @@ def lock_key(thread_id: str) -> int:
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
-def ensure_writers_table(conn: psycopg.Connection) -> None:
+def ensure_writers_table(conn: psycopg.Connection[DictRow]) -> None:
     import psycopg
 
     # Two processes creating it at the same moment: the loser's duplicate is harmless.
@@ -55,7 +56,7 @@ def ensure_writers_table(conn: psycopg.Connection) -> None:
         conn.execute(WRITERS_DDL)
 
 
-def dead_writers(conn: psycopg.Connection) -> dict[str, str]:
+def dead_writers(conn: psycopg.Connection[DictRow]) -> dict[str, str]:
     ensure_writers_table(conn)
     return {row["thread_id"]: row["holder"] for row in conn.execute(DEAD_WRITERS_SQL)}
 
@@ -67,14 +68,14 @@ class AdvisoryLock:
         self.location = location
         self.thread_id = thread_id
         self.key = lock_key(thread_id)
-        self._conn: psycopg.Connection | None = None
+        self._conn: psycopg.Connection[DictRow] | None = None
 
     def __enter__(self) -> AdvisoryLock:
         conn = connect(self.location)
         try:
             ensure_writers_table(conn)
-            [got] = conn.execute("SELECT pg_try_advisory_lock(%s)", (self.key,)).fetchone().values()
-            if not got:
+            locked = conn.execute("SELECT pg_try_advisory_lock(%s) AS got", (self.key,)).fetchone()
+            if not (locked and locked["got"]):
                 row = conn.execute(
                     "SELECT holder FROM waypoint_thread_writers WHERE thread_id = %s",
                     (self.thread_id,),

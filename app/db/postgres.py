@@ -16,7 +16,7 @@ from typing import Any
 
 import psycopg
 from langgraph.checkpoint.postgres import PostgresSaver
-from psycopg.rows import tuple_row
+from psycopg.rows import DictRow, tuple_row
 
 from app.db.base import (
     SAVE_THREAD_INFO,
@@ -122,6 +122,7 @@ class CheckedPostgresSaver(FencedWrites, CheckedReads, PostgresSaver):
 
 @contextlib.contextmanager
 def open_postgres(location: DatabaseLocation) -> Iterator[PostgresDatabase]:
+    assert location.url is not None  # a PostgreSQL location is its URL
     conn = connect(location)
     try:
         saver = CheckedPostgresSaver(conn, serde=checkpoint_serializer())
@@ -134,7 +135,7 @@ def open_postgres(location: DatabaseLocation) -> Iterator[PostgresDatabase]:
         conn.close()
 
 
-def _setup(conn: psycopg.Connection, saver: PostgresSaver) -> None:
+def _setup(conn: psycopg.Connection[DictRow], saver: PostgresSaver) -> None:
     """The saver's migrations and the writers table."""
     saver.setup()
     ensure_writers_table(conn)
@@ -155,8 +156,10 @@ class PostgresDatabase(Database):
         return self._saver
 
     @property
-    def conn(self) -> psycopg.Connection:
-        return self.saver.conn  # type: ignore[return-value]
+    def conn(self) -> psycopg.Connection[DictRow]:
+        conn = self.saver.conn
+        assert isinstance(conn, psycopg.Connection)  # open_postgres gives it a connection, no pool
+        return conn
 
     def _rows(self, sql: str, params: Any = None) -> list[tuple]:
         with self.saver.lock, self.conn.cursor(row_factory=tuple_row) as cur:
@@ -204,6 +207,7 @@ class PostgresDatabase(Database):
                 "SELECT created_at FROM waypoint_threads WHERE thread_id = %s", (thread_id,)
             )
             row = cur.fetchone()
+        assert row is not None  # the statement before wrote it
         return ThreadInfo(thread_id, metadata, row[0], now)
 
     def forget_thread_info(self, thread_id: str) -> None:
@@ -344,7 +348,7 @@ class PostgresDatabase(Database):
             self.conn.transaction(),
             self.conn.cursor(row_factory=tuple_row) as cur,
         ):
-            counts = [cur.execute(sql, params).fetchone() for sql in measures]
+            counts = [_one_row(cur.execute(sql, params)) for sql in measures]
             if not dry_run:
                 cur.execute(f"DELETE FROM checkpoint_writes WHERE {rows}", params)
                 cur.execute(f"DELETE FROM checkpoints WHERE {rows}", params)
@@ -365,3 +369,10 @@ class PostgresDatabase(Database):
             note="PostgreSQL reuses freed space for new checkpoints; VACUUM FULL (run by an "
             "administrator, it locks the tables) returns it to the operating system",
         )
+
+
+def _one_row(cur: psycopg.Cursor[tuple[Any, ...]]) -> tuple[Any, ...]:
+    """The row of an aggregate without GROUP BY: there is always exactly one."""
+    row = cur.fetchone()
+    assert row is not None
+    return row

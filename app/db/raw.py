@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import ormsgpack
 from langgraph.checkpoint.serde import _msgpack as lg_msgpack  # the allowlist alone: no imports
@@ -133,13 +133,20 @@ def is_stored_message(value: Any) -> bool:
     )
 
 
+class HoldsValue(Protocol):
+    """A snapshot: a DeltaChannel's whole value (this module's Snapshot or LangGraph's own)."""
+
+    @property
+    def value(self) -> Any: ...
+
+
 @dataclass(frozen=True)
 class Shapes:
     """The checks every read applies to a checkpoint and its writes, for built objects (the strict
     serializer's, app/db/strict.py) or stored ones (`STORED`): what a message and a snapshot are."""
 
     is_message: Callable[[Any], bool]
-    snapshot: type
+    snapshot: type[HoldsValue]
 
     def checkpoint(self, checkpoint: Any) -> None:
         require(isinstance(checkpoint, dict), "it is not a checkpoint")

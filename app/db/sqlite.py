@@ -204,7 +204,7 @@ def is_environmental(exc: sqlite3.DatabaseError) -> bool:
     return type(exc) in (sqlite3.DatabaseError, sqlite3.OperationalError)
 
 
-def database_error(path: Path, exc: sqlite3.DatabaseError) -> ConfigError:
+def database_error(path: Path, exc: sqlite3.Error) -> ConfigError:
     """The clear message for what SQLite reported about the database at `path`. SQLite says only
     "unable to open database file" or "disk I/O error" for a read-only or full file system, so
     those are told apart by looking at the file system."""
@@ -275,7 +275,7 @@ def checked_saver_class() -> type[SqliteSaver]:
         def loaded_histories(self) -> Loaded:
             return Loaded()
 
-        def get_delta_channel_history(self, *, config, channels):  # type: ignore[no-untyped-def]
+        def get_delta_channel_history(self, *, config, channels):
             if not sqlite_delta.AVAILABLE:
                 return super().get_delta_channel_history(config=config, channels=channels)
             with reading(config):
@@ -467,6 +467,7 @@ class SqliteDatabase(Database):
         }
 
     def remove(self, thread_id: str, checkpoint_ids: list[str] | None, *, dry_run: bool) -> Removal:
+        params: list[tuple[str, ...]]
         if checkpoint_ids is None:  # a whole thread goes with its subgraph namespaces too
             where, params = "thread_id = ?", [(thread_id,)]
         else:

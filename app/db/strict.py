@@ -97,6 +97,7 @@ def _revive(code: int, payload: bytes, hook: Any) -> Any:
     if code == raw.EXT_DELTA_SNAPSHOT:
         return _DeltaSnapshot(SNAPSHOTS.value(bytes(payload), unpacked))
     found = raw.stored_object(code, unpacked())
+    assert isinstance(found, raw.Stored)  # a snapshot's code was handled above
     owner = getattr(importlib.import_module(found.module), found.name)
     if found.method is not None:
         return getattr(owner, found.method)(found.args)
@@ -115,6 +116,7 @@ class CheckedReads:
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         with reading(config):
+            # a mixin: the saver class it is mixed into has `get_tuple`
             return _checked_tuple(super().get_tuple(config))  # type: ignore[misc]
 
     def list(
@@ -125,6 +127,7 @@ class CheckedReads:
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
+        # a mixin: the saver class it is mixed into has `list`
         items = super().list(config, filter=filter, before=before, limit=limit)  # type: ignore[misc]
         try:
             while True:
@@ -133,7 +136,7 @@ class CheckedReads:
                     if item is None:
                         return
                     with reading(item.config):
-                        checked = _checked_tuple(item)
+                        checked = _checked(item)
                 yield checked
         finally:
             items.close()  # its cursor, now: later the connection may be closed
@@ -142,6 +145,7 @@ class CheckedReads:
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
         with reading(config):
+            # a mixin: the saver class it is mixed into has `get_delta_channel_history`
             history = super().get_delta_channel_history(config=config, channels=channels)  # type: ignore[misc]
             check_delta_history(history)
             return history
@@ -178,8 +182,10 @@ BUILT = raw.Shapes(lambda m: isinstance(m, BaseMessage), _DeltaSnapshot)
 
 
 def _checked_tuple(item: CheckpointTuple | None) -> CheckpointTuple | None:
-    if item is None:
-        return None
+    return None if item is None else _checked(item)
+
+
+def _checked(item: CheckpointTuple) -> CheckpointTuple:
     BUILT.checkpoint(item.checkpoint)
     raw.require(isinstance(item.metadata, dict), "its metadata is not a mapping")
     for write in item.pending_writes or []:

@@ -6,7 +6,7 @@ behaviour (see README, "Which servers").
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
@@ -118,7 +118,8 @@ class CompatibleChatOpenAI(ChatOpenAI):
                 if left is not None and left <= 0:
                     raise TurnTimeSpentError("the turn's time budget ran out during the reply")
         finally:
-            stream.close()  # stops reading: the HTTP response is closed
+            if isinstance(stream, Generator):  # as langchain-openai's is
+                stream.close()  # stops reading: the HTTP response is closed
         if not answered:
             yield self._unstreamed_after_empty(messages, stop, run_manager, **kwargs)
 

@@ -102,7 +102,9 @@ def _from_models(listing: Any, model: str) -> Iterator[Reading]:
     entry = _entry(listing, model)
     if entry is None:
         return
-    meta = entry.get("meta") if isinstance(entry.get("meta"), dict) else {}
+    meta = entry.get("meta")
+    if not isinstance(meta, dict):
+        meta = {}
     for value, source, exact in (
         (entry.get("max_model_len"), "max_model_len on /v1/models", True),
         (meta.get("n_ctx"), "meta.n_ctx on /v1/models", True),
@@ -121,7 +123,8 @@ def _entry(listing: Any, model: str) -> dict | None:
     named = [e for e in entries if e.get("id") == model]
     if not named:
         named = [e for e in entries if str(e.get("id", "")).split(":")[0] == model.split(":")[0]]
-    return (named or (entries if len(entries) == 1 else [None]))[0]
+    candidates = named or (entries if len(entries) == 1 else [])
+    return candidates[0] if candidates else None
 
 
 def _from_props(props: Any) -> Iterator[Reading]:

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import contextlib
 import hmac
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse
+from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 
 from app.config import Settings
@@ -35,7 +35,6 @@ from app.service.session import new_thread_id
 from graphs.strategies import UnknownStrategyError
 
 STATIC = Path(__file__).parent / "static"
-SSE_RESPONSE = {200: {"content": {"text/event-stream": {}}, "description": "Server-Sent Events"}}
 
 
 def create_app(
@@ -98,7 +97,7 @@ def _version() -> str:
         return "0"
 
 
-def _bearer(api_token: str | None):  # type: ignore[no-untyped-def]
+def _bearer(api_token: str | None) -> Callable[[Request], None]:
     def check(request: Request) -> None:
         if not api_token:
             return
@@ -188,7 +187,9 @@ def _conveniences() -> APIRouter:
             return timeline.do_fork(database, settings, thread_id, body.to or new_thread_id(), body)
 
     @api.post("/threads/{thread_id}/replay", responses=threads.SSE_RESPONSE)
-    async def replay(request: Request, thread_id: ThreadId, body: schemas.ReplayRequest):  # type: ignore[no-untyped-def]
+    async def replay(
+        request: Request, thread_id: ThreadId, body: schemas.ReplayRequest
+    ) -> StreamingResponse:
         """Re-run the graph from a checkpoint on a new branch, streamed like a run (custom and
         updates modes); tools with side effects run again only with `confirm`."""
         run_request = RunRequest(

@@ -5,15 +5,20 @@ Rollback and fork call the same services as the CLI (`app.service.timetravel`); 
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
+
 from app.config import Settings
 from app.db.base import Database
+from app.server.schemas import ForkRequest, RollbackRequest
 from app.service import api
 from app.service.index import CheckpointIndex, CheckpointRow
 
 TURNS_SHOWN = 50
 
 
-def checkpoint_dict(row: CheckpointRow, index: CheckpointIndex, on_branch: set[str]) -> dict:
+def checkpoint_dict(
+    row: CheckpointRow, index: CheckpointIndex, on_branch: AbstractSet[str]
+) -> dict:
     return row.as_dict() | {
         "on_branch": row.checkpoint_id in on_branch,
         "head": row.checkpoint_id == index.head.checkpoint_id,
@@ -80,7 +85,9 @@ def _segment(run: list[CheckpointRow], head: str, on_branch: set[str]) -> dict:
     }
 
 
-def do_rollback(database: Database, settings: Settings, thread_id: str, request) -> dict:  # type: ignore[no-untyped-def]
+def do_rollback(
+    database: Database, settings: Settings, thread_id: str, request: RollbackRequest
+) -> dict:
     report = api.rollback(
         database,
         thread_id,
@@ -102,7 +109,9 @@ def do_rollback(database: Database, settings: Settings, thread_id: str, request)
     }
 
 
-def do_fork(database: Database, settings: Settings, thread_id: str, new_id: str, request) -> dict:  # type: ignore[no-untyped-def]
+def do_fork(
+    database: Database, settings: Settings, thread_id: str, new_id: str, request: ForkRequest
+) -> dict:
     report = api.fork(
         database,
         thread_id,

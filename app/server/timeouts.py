@@ -17,7 +17,8 @@ def timed_protocol(request_timeout: float) -> type[H11Protocol]:
     class TimedH11Protocol(H11Protocol):
         _request_timer: asyncio.TimerHandle | None = None
 
-        def connection_made(self, transport: asyncio.BaseTransport) -> None:  # type: ignore[override]
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            # uvicorn types it asyncio.Transport; the event loop hands this protocol one
             super().connection_made(transport)  # type: ignore[arg-type]
             self._arm()
 

@@ -23,13 +23,13 @@ from app.text import plural
 # import it when called.
 if TYPE_CHECKING:
     from langchain_core.messages import ToolCall
-    from langgraph.graph.state import CompiledStateGraph
     from langgraph.types import StateSnapshot
 
     from app.service.archive import ImportReport
     from app.service.maintenance import DeleteReport
     from app.service.timetravel import RollbackReport, StateDiff
     from app.service.workspace_sync import WorkspaceReport
+    from graphs.shared.skeleton import StrategyGraph
 
 __all__ = ["history"]  # the `history` service is written in app/service/history.py
 
@@ -215,7 +215,7 @@ def prepare_replay(
 
 
 def _calls_ahead(
-    index: CheckpointIndex, graph: CompiledStateGraph, row: CheckpointRow, start: StateSnapshot
+    index: CheckpointIndex, graph: StrategyGraph, row: CheckpointRow, start: StateSnapshot
 ) -> list[ToolCall]:
     """The tool calls the turn made after `row` the first time (those a replay would meet again
     if the model decides the same): the open ones at `row`, then those of the newest checkpoint

@@ -4,6 +4,7 @@ is resumed with a decision per call, from the person asked (`Approver`) or by th
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Literal
 
 from langgraph.types import Command, StateSnapshot
 
@@ -11,15 +12,15 @@ from app.service.events import Notice
 from app.service.recovery import pending_approval
 from app.service.run import TurnRun
 from app.text import plural
+from graphs.shared.approvals import ApprovalDecision, ApprovalRequest
 
-# Given the risky calls awaiting approval ({id, name, args, reason}), return {call id: decision}
-# with decision {"action": "approve" | "reject" | "edit", "args": {...} (edit), "note": "..."}.
-Approver = Callable[[list[dict]], dict[str, dict]]
+# Given the risky calls awaiting approval, returns a decision per call id.
+Approver = Callable[[list[ApprovalRequest]], dict[str, ApprovalDecision]]
 
 
-def by_policy(calls: list[dict], policy: str) -> dict[str, dict]:
+def by_policy(calls: list[ApprovalRequest], policy: str) -> dict[str, ApprovalDecision]:
     """The decisions when nobody is asked: `auto` approves, anything else rejects."""
-    action = "approve" if policy == "auto" else "reject"
+    action: Literal["approve", "reject"] = "approve" if policy == "auto" else "reject"
     note = f"the approval policy is '{policy}' and nobody was asked"
     return {call["id"]: {"action": action, "note": note} for call in calls}
 

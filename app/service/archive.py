@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from langchain_core.messages import (
     AnyMessage,
@@ -23,6 +23,8 @@ from langchain_core.messages import (
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
     BaseCheckpointSaver,
+    Checkpoint,
+    CheckpointMetadata,
     CheckpointTuple,
     writes_sort_key,
 )
@@ -68,8 +70,8 @@ class _Write:
 class _Checkpoint:
     checkpoint_id: str
     parent_id: str | None
-    checkpoint: dict
-    metadata: dict
+    checkpoint: Checkpoint
+    metadata: CheckpointMetadata
     writes: list[_Write]
 
 
@@ -337,11 +339,7 @@ def _parse_checkpoint(saver: BaseCheckpointSaver, raw: Any, number: int) -> _Che
     parent_id = _field(raw, "parent_checkpoint_id", (str, type(None)), where)
     metadata = _field(raw, "metadata", dict, where)
     checkpoint = _load(saver, _field(raw, "checkpoint", dict, where), f"{where}: 'checkpoint'")
-    if not (
-        isinstance(checkpoint, dict)
-        and checkpoint.get("id") == checkpoint_id
-        and all(isinstance(checkpoint.get(k), dict) for k in ("channel_values", "channel_versions"))
-    ):
+    if not _is_checkpoint(checkpoint, checkpoint_id):
         raise UsageError(f"{where}: its 'checkpoint' blob is not that checkpoint")
     writes = []
     for index, write in enumerate(_field(raw, "writes", list, where)):
@@ -358,6 +356,15 @@ def _parse_checkpoint(saver: BaseCheckpointSaver, raw: Any, number: int) -> _Che
             )
         )
     return _Checkpoint(checkpoint_id, parent_id, checkpoint, metadata, writes)
+
+
+def _is_checkpoint(value: Any, checkpoint_id: str) -> TypeGuard[Checkpoint]:
+    """Whether a loaded blob is the checkpoint `checkpoint_id`, with its channels."""
+    return (
+        isinstance(value, dict)
+        and value.get("id") == checkpoint_id
+        and all(isinstance(value.get(k), dict) for k in ("channel_values", "channel_versions"))
+    )
 
 
 def _field(obj: dict, key: str, kind: type | tuple[type, ...], where: str) -> Any:

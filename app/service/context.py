@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Sequence
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import BaseTool
@@ -71,7 +72,7 @@ LIMITS = tuple(
 )
 
 
-def limits(settings: Settings) -> dict[str, object]:
+def limits(settings: Settings) -> dict[str, Any]:
     """The run's limits as the live context takes them."""
     return settings.model_dump(include=set(LIMITS))
 

@@ -109,7 +109,7 @@ class StrategyNote:
     data: dict
 
     @property
-    def name(self) -> str:  # type: ignore[override]
+    def name(self) -> str:
         return self.kind
 
 
@@ -246,7 +246,7 @@ def _custom(event: dict) -> Event:
     if kind == "error":
         return NodeFailed(**data)
     if kind in STRATEGY_KINDS:
-        return StrategyNote(kind, data)  # type: ignore[arg-type]
+        return StrategyNote(kind, data)
     raise ValueError(f"unknown stream event type {kind!r}; add it to app/service/events.py")
 
 

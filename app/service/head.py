@@ -10,20 +10,21 @@ head checkpoint's id tells.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
-from langgraph.graph.state import CompiledStateGraph
+from langchain_core.runnables import RunnableConfig
 from langgraph.types import StateSnapshot
 
-from app.service.threads import load_state, thread_config
+from app.service.threads import load_state, saver_of, thread_config
+from graphs.shared.skeleton import StrategyGraph
 
-CHECKPOINTS_MODE = "checkpoints"
+CHECKPOINTS_MODE: Final = "checkpoints"
 
 
 class HeadCache:
     """The last head this process saw of one thread, trusted only while it is still the head."""
 
-    def __init__(self, graph: CompiledStateGraph, thread_id: str) -> None:
+    def __init__(self, graph: StrategyGraph, thread_id: str) -> None:
         self.graph = graph
         self.thread_id = thread_id
         self._snapshot: StateSnapshot | None = None
@@ -31,7 +32,7 @@ class HeadCache:
         self._paused = False
 
     @property
-    def config(self) -> dict:
+    def config(self) -> RunnableConfig:
         return thread_config(self.thread_id)
 
     def load(self) -> StateSnapshot:
@@ -76,7 +77,7 @@ class HeadCache:
         return snapshot
 
     def _is_current(self, snapshot: StateSnapshot) -> bool:
-        head = self.graph.checkpointer.get_tuple(self.config)
+        head = saver_of(self.graph).get_tuple(self.config)
         if head is None or head.pending_writes:
             return False
         return head.config["configurable"]["checkpoint_id"] == _checkpoint_id(snapshot)

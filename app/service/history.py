@@ -87,11 +87,11 @@ def _summarise(turn: int, rows: list[CheckpointRow], states: StoredStates) -> Tu
     last = rows[-1]
     values = states.values(last.checkpoint_id)
     tools = [
-        call.get("name")
+        call["name"]
         for message in current_turn(values[MESSAGES])
         if message.name in ("AIMessage", "AIMessageChunk")
         for call in message.fields.get("tool_calls") or []
-        if isinstance(call, dict)
+        if isinstance(call, dict) and isinstance(call.get("name"), str)
     ]
     waiting = bool(states.next_nodes(last.checkpoint_id))
     status = _status(values) if values.get("status") or not waiting else "interrupted"

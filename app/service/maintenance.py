@@ -184,8 +184,9 @@ class _Skip(Exception):
 
 @contextlib.contextmanager
 def _try_lock(database: Database, thread_id: str) -> Iterator[None]:
+    lock = lock_thread(database.location, thread_id)
     try:
-        lock = lock_thread(database.location, thread_id).__enter__()
+        lock.__enter__()
     except ThreadBusyError:
         raise _Skip("busy: another Waypoint process is writing to it") from None
     try:
@@ -243,7 +244,7 @@ class _PrunePlan:
             branch.append(current)
             seen.add(current)
             current = self.parent[current]
-        turns = {self.turn[cid] for cid in branch} - {None}
+        turns = {turn for cid in branch if (turn := self.turn[cid]) is not None}
         last_turns = set(sorted(turns, reverse=True)[:keep_last_turns])
         # Turnless checkpoints inside the kept range (a rollback's copy) stay, so history has no hole.
         oldest = max((i for i, cid in enumerate(branch) if self.turn[cid] in last_turns), default=0)

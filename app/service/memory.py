@@ -105,6 +105,7 @@ def _open_postgres_memory(location: DatabaseLocation) -> Iterator[MemoryStore]:
     from app.db.pg_connect import connection_error
     from app.db.pg_setup import migrate_once
 
+    assert location.url is not None  # a PostgreSQL location always has its URL
     connection = connect_postgres(location)
     try:
         try:

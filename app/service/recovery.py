@@ -7,14 +7,15 @@ saw of the answer is kept. The turn's metadata goes with the close, so history f
 from __future__ import annotations
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StateSnapshot
 
 from app.service.events import EventSink, Notice
-from app.service.threads import load_state, thread_config
+from app.service.threads import load_state, saver_of, thread_config
 from app.text import plural
+from graphs.shared.approvals import ApprovalRequest
 from graphs.shared.messages import cancelled_results, dangling_tool_calls, new_message_id
 from graphs.shared.recorded import recorded_results
+from graphs.shared.skeleton import StrategyGraph
 from graphs.state import turn_resets
 
 TURN_KEYS = ("turn", "preview")
@@ -26,7 +27,7 @@ def turn_metadata(snapshot: StateSnapshot, *extra: str) -> dict:
     return {k: v for k, v in (snapshot.metadata or {}).items() if k in keys}
 
 
-def pending_approval(state: StateSnapshot) -> list[dict]:
+def pending_approval(state: StateSnapshot) -> list[ApprovalRequest]:
     """The risky calls a paused turn is waiting to have approved (survives restarts)."""
     for task in state.tasks:
         for pending in task.interrupts:
@@ -37,7 +38,7 @@ def pending_approval(state: StateSnapshot) -> list[dict]:
 
 
 def repair_interrupted(
-    graph: CompiledStateGraph, thread_id: str, sink: EventSink, head: StateSnapshot | None = None
+    graph: StrategyGraph, thread_id: str, sink: EventSink, head: StateSnapshot | None = None
 ) -> StateSnapshot:
     """A run stopped by a crash or kill left pending steps: close them before the next turn.
     Returns the (possibly new) head."""
@@ -58,10 +59,10 @@ def repair_interrupted(
     return load_state(graph, thread_id)
 
 
-def _recorded(graph: CompiledStateGraph, thread_id: str, calls: list) -> dict[str, ToolMessage]:
+def _recorded(graph: StrategyGraph, thread_id: str, calls: list) -> dict[str, ToolMessage]:
     """The results calls with side effects among `calls` recorded before the run stopped: they
     ran, so they are answered with what they returned (graphs/shared/recorded.py)."""
-    saved = graph.checkpointer.get_tuple(thread_config(thread_id)) if calls else None
+    saved = saver_of(graph).get_tuple(thread_config(thread_id)) if calls else None
     recorded = recorded_results(saved.pending_writes if saved is not None else None)
     return {c["id"]: recorded[c["id"]] for c in calls if c["id"] in recorded}
 
@@ -70,7 +71,7 @@ def _closing(calls: list, recorded: dict[str, ToolMessage], reason: str) -> list
     return [recorded.get(c["id"]) or cancelled_results([c], reason)[0] for c in calls]
 
 
-def close_interrupted(graph: CompiledStateGraph, thread_id: str, partial: str) -> None:
+def close_interrupted(graph: StrategyGraph, thread_id: str, partial: str) -> None:
     """Close a run the user just stopped, keeping the `partial` answer they saw."""
     # get_state shows what the stopped step finished (its pending writes); update_state does
     # not apply them, so those messages are written again with the close.
@@ -86,16 +87,16 @@ def close_interrupted(graph: CompiledStateGraph, thread_id: str, partial: str) -
     close(graph, thread_id, closing)
 
 
-def _finished_but_uncommitted(graph: CompiledStateGraph, thread_id: str) -> list[BaseMessage]:
+def _finished_but_uncommitted(graph: StrategyGraph, thread_id: str) -> list[BaseMessage]:
     """Messages that tasks of the stopped step wrote before it could be checkpointed."""
-    saved = graph.checkpointer.get_tuple(thread_config(thread_id))
+    saved = saver_of(graph).get_tuple(thread_config(thread_id))
     writes = saved.pending_writes if saved is not None else []
     values = [value for _, channel, value in writes or [] if channel == "messages"]
     flat = [m for value in values for m in (value if isinstance(value, list) else [value])]
     return [m for m in flat if isinstance(m, BaseMessage)]
 
 
-def close(graph: CompiledStateGraph, thread_id: str, messages: list) -> None:
+def close(graph: StrategyGraph, thread_id: str, messages: list) -> None:
     """Written as if `finalize` ran, under the interrupted turn's metadata. A turn stopped before
     its first node finished was never begun in the state (graphs/shared/turns.py): the close
     begins it, so it keeps its own number and the next turn gets the next one."""

@@ -14,6 +14,7 @@ from app.errors import UsageError
 from app.service.events import Notice
 from app.service.recovery import close, pending_approval
 from app.service.run import TurnRun
+from graphs.shared.approvals import ApprovalDecision, ApprovalRequest
 from graphs.shared.messages import cancelled_results, dangling_tool_calls
 from graphs.strategies import Strategy
 from tools import side_effect_names
@@ -108,11 +109,15 @@ def _replay_asking(run: TurnRun, checkpoint_id: str, approve: ReplayConfirm) -> 
     asking.drive(None, asking.from_checkpoint(checkpoint_id))
     while calls := pending_approval(asking.thread.head.load()):
         allowed = approve([_as_tool_call(c) for c in calls])
-        action, note = ("approve", "") if allowed else ("reject", "the replay was refused")
-        asking.drive(Command(resume={c["id"]: {"action": action, "note": note} for c in calls}))
+        decision: ApprovalDecision = (
+            {"action": "approve", "note": ""}
+            if allowed
+            else {"action": "reject", "note": "the replay was refused"}
+        )
+        asking.drive(Command(resume={c["id"]: decision for c in calls}))
 
 
-def _as_tool_call(question: dict) -> ToolCall:
+def _as_tool_call(question: ApprovalRequest) -> ToolCall:
     return ToolCall(
         name=question["name"], args=question["args"], id=question["id"], type="tool_call"
     )

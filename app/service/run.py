@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import AIMessage
-from langgraph.graph.state import CompiledStateGraph
+from langchain_core.runnables import RunnableConfig
 from langgraph.types import StateSnapshot
 
 from app.service.events import EventSink, TurnEnd, from_stream
@@ -20,6 +20,7 @@ from app.service.recovery import close_interrupted
 from app.service.threads import load_state, thread_config
 from app.service.worker import RunCancelled, sigint_ignored, stream_in_worker
 from graphs.react.graph import recursion_limit
+from graphs.shared.skeleton import StrategyGraph
 from graphs.state import AgentContext
 
 
@@ -40,7 +41,7 @@ class ThreadGraph:
     """A thread on its strategy's compiled graph, with the head this process last saw of it and
     the event that stops its running turn (set by Ctrl-C's stand-in, the server's cancel route)."""
 
-    graph: CompiledStateGraph
+    graph: StrategyGraph
     thread_id: str
     head: HeadCache
     stop: threading.Event
@@ -59,10 +60,10 @@ class TurnRun:
     options: dict = dataclasses.field(default_factory=dict)
 
     @property
-    def config(self) -> dict:
+    def config(self) -> RunnableConfig:
         return self.from_checkpoint(None)
 
-    def from_checkpoint(self, checkpoint_id: str | None) -> dict:
+    def from_checkpoint(self, checkpoint_id: str | None) -> RunnableConfig:
         """The run's config, starting at an earlier checkpoint (a replay's first drive) or, with
         None, at the head."""
         return thread_config(
@@ -75,7 +76,7 @@ class TurnRun:
     def with_context(self, context: AgentContext) -> TurnRun:
         return dataclasses.replace(self, context=context)
 
-    def drive(self, graph_input: Any, config: dict | None = None, **options: Any) -> None:
+    def drive(self, graph_input: Any, config: RunnableConfig | None = None, **options: Any) -> None:
         """Run the graph to its next pause or end, every event to the sink."""
         thread = self.thread
         thread.head.run_started()

@@ -11,8 +11,10 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections.abc import Collection
+from contextlib import AbstractContextManager
 
 from langchain_core.messages import HumanMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.store.base import BaseStore
 from langgraph.types import Command, StateSnapshot
@@ -30,6 +32,7 @@ from app.service.replay import ReplayConfirm, nothing_to_rerun, replay_from
 from app.service.run import ThreadGraph, TurnInterrupted, TurnResult, TurnRun
 from app.service.threads import load_state, strategy_graph, thread_config
 from app.store import new_thread_id, validate_thread_id
+from graphs.shared.approvals import ApprovalRequest
 from graphs.shared.messages import dangling_tool_calls, new_message_id
 from graphs.state import AgentContext
 from graphs.strategies import get_strategy, stored_strategy
@@ -109,7 +112,7 @@ class ChatSession:
         self.graph_options: dict = {}
 
     @property
-    def config(self) -> dict:
+    def config(self) -> RunnableConfig:
         """The config that names this thread (its head)."""
         return thread_config(self.thread_id)
 
@@ -125,7 +128,7 @@ class ChatSession:
             self.thread, context or self.context, sink, turn, metadata, self.graph_options
         )
 
-    def _locked(self):  # type: ignore[no-untyped-def]
+    def _locked(self) -> AbstractContextManager[object]:
         return lock_thread(self.settings.database, self.thread_id)
 
     def turns(self) -> int:
@@ -171,7 +174,7 @@ class ChatSession:
         run = self._run(sink, head.values.get("turn", 0), turn_metadata(head))
         return settle_before_turn(run, approver, head)
 
-    def pending_approval(self, state: StateSnapshot | None = None) -> list[dict]:
+    def pending_approval(self, state: StateSnapshot | None = None) -> list[ApprovalRequest]:
         """The risky calls a paused turn is waiting to have approved (survives restarts)."""
         return pending_approval(state or load_state(self.graph, self.thread_id))
 
@@ -222,8 +225,8 @@ class ChatSession:
             start = self.graph.get_state(thread_config(self.thread_id, checkpoint_id))
             if not start.next:
                 raise nothing_to_rerun(self.thread_id, checkpoint_id)
-            turn = (start.metadata or {}).get("turn") or start.values.get("turn", 0)
             metadata = {**turn_metadata(start), "replay_of": checkpoint_id}
+            turn = metadata.get("turn") or start.values.get("turn", 0)
             run = self._run(sink, turn, metadata, context)
             replay_from(run, self.strategy, checkpoint_id, approve)
             return run.finish()

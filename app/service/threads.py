@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Unpack
 
 from app.db.base import Database
 from app.db.unreadable import SHAPE_ERRORS, UnreadableCheckpointError, unreadable
@@ -16,10 +16,12 @@ from app.db.unreadable import SHAPE_ERRORS, UnreadableCheckpointError, unreadabl
 __all__ = ["unreadable"]  # with the services below
 
 if TYPE_CHECKING:  # the graph machinery is not needed to list threads (`threads list` stays fast)
+    from langchain_core.runnables import RunnableConfig
     from langgraph.checkpoint.base import BaseCheckpointSaver
-    from langgraph.graph.state import CompiledStateGraph
     from langgraph.store.base import BaseStore
     from langgraph.types import StateSnapshot
+
+    from graphs.shared.skeleton import StrategyGraph
 
 GREGORIAN_TO_UNIX_100NS = 0x01B21DD213814000
 # LangGraph's checkpoint ids are time-ordered (UUIDv6): their first characters are shared by every
@@ -74,8 +76,12 @@ def checkpoint_time(checkpoint_id: str) -> str:
 
 
 def thread_config(
-    thread_id: str, checkpoint_id: str | None = None, *, root: bool = False, **extra: object
-) -> dict:
+    thread_id: str,
+    checkpoint_id: str | None = None,
+    *,
+    root: bool = False,
+    **extra: Unpack[RunnableConfig],
+) -> RunnableConfig:
     """The config that names a thread (and a checkpoint of it): the one place it is written.
     `extra` adds top-level keys (metadata, recursion_limit). A checkpoint, or `root`, goes with the
     root namespace: LangGraph needs it to copy a thread's first checkpoint (it has no parent), and
@@ -88,7 +94,17 @@ def thread_config(
     return {"configurable": configurable, **extra}
 
 
-def load_state(graph: CompiledStateGraph, thread_id: str) -> StateSnapshot:
+def saver_of(graph: StrategyGraph) -> BaseCheckpointSaver:
+    """The saver of a thread's graph (`thread_graph` and `strategy_graph` always compile one in)."""
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+
+    saver = graph.checkpointer
+    if not isinstance(saver, BaseCheckpointSaver):
+        raise TypeError(f"the graph was compiled without a checkpoint saver ({saver!r})")
+    return saver
+
+
+def load_state(graph: StrategyGraph, thread_id: str) -> StateSnapshot:
     """The thread's head state, or a clear error when a checkpoint cannot be trusted or decoded."""
     from graphs.state import unreadable_reason
 
@@ -116,7 +132,7 @@ def thread_exists(database: Database, thread_id: str) -> bool:
     return database.thread_exists(thread_id)
 
 
-def thread_graph(checkpointer: BaseCheckpointSaver, thread_id: str) -> CompiledStateGraph:
+def thread_graph(checkpointer: BaseCheckpointSaver, thread_id: str) -> StrategyGraph:
     """The compiled graph of the thread's own strategy (react for a new thread), so its state
     fields (plan, lessons, …) and pending steps (`executor`, …) read as that strategy wrote them."""
     from graphs.strategies import stored_strategy
@@ -126,7 +142,7 @@ def thread_graph(checkpointer: BaseCheckpointSaver, thread_id: str) -> CompiledS
 
 def strategy_graph(
     strategy: str, checkpointer: BaseCheckpointSaver, store: BaseStore | None = None
-) -> CompiledStateGraph:
+) -> StrategyGraph:
     """The strategy's graph on `checkpointer` and `store` (its nodes' `runtime.store`): compiled
     once per process (a few ms each time, in every `chat -m` and server request), then copied onto
     them, as `compile(checkpointer=, store=)` would set them and LangGraph's own `with_config`
@@ -135,7 +151,7 @@ def strategy_graph(
 
 
 @functools.cache
-def _compiled(strategy: str) -> CompiledStateGraph:
+def _compiled(strategy: str) -> StrategyGraph:
     from graphs.strategies import get_strategy
 
     return get_strategy(strategy).build(None)

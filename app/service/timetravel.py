@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from langchain_core.messages import AnyMessage
-from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StateSnapshot
 
 from app.db.base import Database
@@ -18,12 +17,13 @@ from app.errors import ConflictError
 from app.service.index import CheckpointIndex, CheckpointRow
 from app.service.threads import load_state, reading, thread_config, unreadable
 from app.service.workspace_sync import WorkspaceReport, restore_workspace
+from graphs.shared.skeleton import StrategyGraph
 from graphs.state import unreadable_reason
 
 COUNTERS = ("turn", "iteration", "retry_count", "status", "last_error")
 
 
-def state_at(graph: CompiledStateGraph, thread_id: str, checkpoint_id: str) -> StateSnapshot:
+def state_at(graph: StrategyGraph, thread_id: str, checkpoint_id: str) -> StateSnapshot:
     with reading(thread_id, checkpoint_id):
         snapshot = graph.get_state(thread_config(thread_id, checkpoint_id))
     reason = unreadable_reason(snapshot.values)
@@ -43,7 +43,7 @@ class RollbackReport:
 
 
 def rollback_to(
-    graph: CompiledStateGraph,
+    graph: StrategyGraph,
     index: CheckpointIndex,
     target: CheckpointRow,
     *,
@@ -88,7 +88,7 @@ def _turns_after(index: CheckpointIndex, kept_turns: set) -> list[tuple[int, str
 
 
 def fork_at(
-    graph: CompiledStateGraph,
+    graph: StrategyGraph,
     index: CheckpointIndex,
     source: CheckpointRow,
     new_thread_id: str,

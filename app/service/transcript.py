@@ -36,9 +36,9 @@ def render_markdown(
             for call in message.tool_calls:
                 lines += _tool_lines(call["name"], call["args"], results.get(call["id"] or ""))
                 listed.add(call["id"] or "")
-            for call in message.invalid_tool_calls:
-                lines += ["", f"**Tool call** {_code(call.get('name') or '?')} ✗ invalid arguments"]
-                lines += ["", _fenced(call.get("args") or "")]
+            for bad in message.invalid_tool_calls:
+                lines += ["", f"**Tool call** {_code(bad.get('name') or '?')} ✗ invalid arguments"]
+                lines += ["", _fenced(bad.get("args") or "")]
             if message.text.strip():
                 lines += ["", "**Assistant**", "", _line_breaks(message.text.strip())]
         elif isinstance(message, ToolMessage) and message.tool_call_id not in listed:

@@ -13,17 +13,19 @@ import contextlib
 import signal
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Generator, Iterator
 from typing import Any
 
-from langgraph.graph.state import CompiledStateGraph
+from langchain_core.runnables import RunnableConfig
+from langgraph.types import StreamMode
 
 from app.db.fence import Fence, fenced, unfenced
 from app.service.head import CHECKPOINTS_MODE
 from graphs.shared.deadline import start_deadline, turn_seconds_left
+from graphs.shared.skeleton import StrategyGraph
 from graphs.state import AgentContext
 
-STREAM_MODES = ["updates", "messages", "custom"]  # what renderers see
+STREAM_MODES: list[StreamMode] = ["updates", "messages", "custom"]  # what renderers see
 
 
 class RunCancelled(Exception):
@@ -64,17 +66,17 @@ class Handoff:
 
 
 def stream_in_worker(
-    graph: CompiledStateGraph,
+    graph: StrategyGraph,
     graph_input: Any,
-    config: dict,
+    config: RunnableConfig,
     context: Any,
     name: str,
     stop: threading.Event | None = None,
     *,
     values: bool = False,
-    graph_modes: Collection[str] = (),
+    graph_modes: Collection[StreamMode] = (),
     **options: Any,
-) -> Iterator[tuple[str, Any, tuple[str, ...]]]:
+) -> Generator[tuple[str, Any, tuple[str, ...]], None, None]:
     """(mode, payload, namespace) events of one run: the renderers' modes (with `values`, the whole
     state after each step too; with `graph_modes`, those of LangGraph's modes) plus the thread's
     own checkpoints.
@@ -84,7 +86,8 @@ def stream_in_worker(
     events = Handoff()
     cancelled = threading.Event()
     fence = Fence()
-    modes = [*STREAM_MODES, *(["values"] if values else []), CHECKPOINTS_MODE]
+    whole_state: list[StreamMode] = ["values"] if values else []
+    modes: list[StreamMode] = [*STREAM_MODES, *whole_state, CHECKPOINTS_MODE]
     modes += [mode for mode in graph_modes if mode not in modes]
 
     def produce() -> None:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
+from langchain_core.messages import AIMessage, AnyMessage, ToolCall, ToolMessage
 
 from tools.errors import ToolError
 from tools.file_tools import FILE_WRITING_TOOLS
@@ -72,7 +72,7 @@ def file_writes(messages: Sequence[AnyMessage]) -> list[FileWrite]:
     return writes
 
 
-def _entry(message: ToolMessage, call: dict | None) -> FileWrite | None:
+def _entry(message: ToolMessage, call: ToolCall | None) -> FileWrite | None:
     artifact = message.artifact if isinstance(message.artifact, dict) else None
     try:
         if artifact is not None:

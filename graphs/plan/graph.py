@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import START
-from langgraph.graph.state import CompiledStateGraph
 
 from graphs.plan.nodes import executor, planner, synthesizer
 from graphs.plan.routing import (
@@ -29,11 +28,11 @@ from graphs.plan.routing import (
 from graphs.plan.state import PLAN_TURN_RESET, PlanState
 from graphs.shared.edits import edit_safe
 from graphs.shared.recovery import retry
-from graphs.shared.skeleton import strategy_graph
+from graphs.shared.skeleton import StrategyGraph, strategy_graph
 from graphs.shared.summarize import summarize
 
 
-def build_plan_graph(checkpointer: BaseCheckpointSaver | None = None) -> CompiledStateGraph:
+def build_plan_graph(checkpointer: BaseCheckpointSaver | None = None) -> StrategyGraph:
     graph = strategy_graph(
         PlanState,
         "plan",

@@ -3,6 +3,9 @@ executor runs one step per graph step with the tools, the synthesizer answers fr
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from langchain_core.messages import AIMessage, SystemMessage, ToolCall
 from langgraph.runtime import Runtime
 
@@ -56,6 +59,7 @@ def planner(state: PlanState, runtime: Runtime[AgentContext]) -> dict:
     if problems:
         message = INVALID_PLAN + "; ".join(problems)
         return update | {"last_error": LastError(kind="tool", message=message, retry_after=None)}
+    assert reply.parsed is not None  # no problems: the reply parsed into a plan
     steps = [step.model_dump() for step in reply.parsed.steps]
     runtime.stream_writer(
         {"type": "plan", "replan": replanning, "steps": _numbered(steps, len(kept) + 1)}
@@ -100,8 +104,8 @@ def planner_input(state: PlanState, context: AgentContext, replanning: bool) -> 
 def _question_empty_plan(state: PlanState, context: AgentContext) -> bool:
     """A first empty plan goes back to the model once (a weak model often sends one for a request
     that needs tools); sent again, or with no retry left to ask, it is accepted."""
-    error = state.get("last_error") or {}
-    asked = error.get("message") == INVALID_PLAN + EMPTY_PLAN
+    error = state.get("last_error")
+    asked = error is not None and error["message"] == INVALID_PLAN + EMPTY_PLAN
     return not asked and state.get("retry_count", 0) < context.max_retries
 
 
@@ -118,7 +122,7 @@ def executor(state: PlanState, runtime: Runtime[AgentContext]) -> dict:
     context = context_of(runtime)
     results = state.get("step_results") or []
     number = len(results) + 1
-    step = state["plan"][number - 1]
+    step = (state.get("plan") or [])[number - 1]  # route_after_planner: a step is left
     try:
         arguments = resolve_references(step["arguments"], results)
     except StepSkippedError as exc:
@@ -161,7 +165,7 @@ def _result(number: int, tool: str, arguments: dict, status: str, text: str) -> 
     return {"step": number, "tool": tool, "arguments": arguments, "status": status, "result": text}
 
 
-def _call_id(state: PlanState, number: int) -> str:
+def _call_id(state: Mapping[str, Any], number: int) -> str:
     """Deterministic, so an approval asked before a restart still matches the call it is about."""
     return f"call_plan_t{state.get('turn', 0)}_s{number}_r{state.get('replans', 0)}"
 

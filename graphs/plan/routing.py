@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from langgraph.graph import END
 from langgraph.runtime import Runtime
 
 from graphs.plan.state import PlanState, needs_replan, steps_left
 from graphs.shared.live import context_of
 from graphs.shared.recovery import finalize_or_recover
 from graphs.shared.summarize import needs_summary
-from graphs.state import AgentContext
+from graphs.state import END, AgentContext
 
 
 def route_at_plan_start(

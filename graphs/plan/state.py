@@ -37,7 +37,7 @@ class PlanState(AgentState):
     replans: NotRequired[int]
 
 
-PLAN_TURN_RESET = {"plan": None, "step_results": [], "replans": 0}
+PLAN_TURN_RESET: dict[str, Any] = {"plan": None, "step_results": [], "replans": 0}
 
 
 def needs_replan(state: PlanState) -> bool:

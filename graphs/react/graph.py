@@ -19,18 +19,17 @@ from __future__ import annotations
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import START
-from langgraph.graph.state import CompiledStateGraph
 
 from graphs.react.nodes import agent, tools
 from graphs.react.routing import route_after_agent, route_after_tools, route_at_start
 from graphs.shared.edits import edit_safe
 from graphs.shared.recovery import retry
-from graphs.shared.skeleton import strategy_graph
+from graphs.shared.skeleton import StrategyGraph, strategy_graph
 from graphs.shared.summarize import summarize
 from graphs.state import AgentContext, AgentState
 
 
-def build_graph(checkpointer: BaseCheckpointSaver | None = None) -> CompiledStateGraph:
+def build_graph(checkpointer: BaseCheckpointSaver | None = None) -> StrategyGraph:
     graph = strategy_graph(
         AgentState,
         "react",

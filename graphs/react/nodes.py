@@ -17,7 +17,7 @@ from graphs.shared.model_call import call_model, model_input
 from graphs.shared.model_errors import MODEL_ERROR_KINDS
 from graphs.shared.tool_calls import run_tool_calls
 from graphs.shared.window import prompt_tokens
-from graphs.state import AgentContext, AgentState, LastError
+from graphs.state import AgentContext, AgentState, LastError, last_error_kind
 
 
 def agent(state: AgentState, runtime: Runtime[AgentContext]) -> dict:
@@ -44,7 +44,7 @@ def agent(state: AgentState, runtime: Runtime[AgentContext]) -> dict:
     tokens = state.get("tokens_used", 0) + reply.tokens
     update |= {"messages": [message], "last_error": None, "tokens_used": tokens}
     update["budget_exhausted"] = exhausted_budget(state, context, tokens)
-    if (state.get("last_error") or {}).get("kind") in MODEL_ERROR_KINDS:
+    if last_error_kind(state) in MODEL_ERROR_KINDS:
         update["retry_count"] = 0
     if not (message.tool_calls or message.invalid_tool_calls):
         update["status"] = "answered"
@@ -76,6 +76,8 @@ def tools(state: AgentState, runtime: Runtime[AgentContext]) -> dict:
     """Run every call of the last AI message; any failed call makes this step a tool error."""
     context = context_of(runtime)
     request = state["messages"][-1]
+    # route_after_agent sends here only a reply with tool calls
+    assert isinstance(request, AIMessage), f"the tools node got a {type(request).__name__}"
     allowed, refused = review_calls(
         request.tool_calls, context.tools_by_name, context.approval, context.confirm_tools
     )

@@ -6,14 +6,13 @@ from __future__ import annotations
 from typing import Literal
 
 from langchain_core.messages import AIMessage
-from langgraph.graph import END
 from langgraph.runtime import Runtime
 
 from graphs.shared.limits import is_looping
 from graphs.shared.live import context_of
 from graphs.shared.recovery import finalize_or_recover, retry_or_fail
 from graphs.shared.summarize import needs_summary
-from graphs.state import AgentContext, AgentState
+from graphs.state import END, AgentContext, AgentState
 
 
 def route_at_start(

@@ -7,6 +7,7 @@ and returns only the messages it added, so the parent's DeltaChannel stores each
 from __future__ import annotations
 
 import dataclasses
+from typing import Final
 
 from langchain_core.messages import AnyMessage, HumanMessage, RemoveMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
@@ -20,7 +21,8 @@ from graphs.state import AgentContext, AgentState
 # Compiled without a checkpointer: as a subgraph it checkpoints into its parent's saver, under its
 # own namespace, so an approval asked inside an attempt resumes exactly where it paused.
 TOOL_LOOP = build_graph()
-CARRIED = ("turn", "turn_started_at", "tokens_used", "strategy", "turn_message_id")
+# Final: each name a literal, so reading the state by it is checked
+CARRIED: Final = ("turn", "turn_started_at", "tokens_used", "strategy", "turn_message_id")
 REPORTED = (
     "iteration",
     "retry_count",

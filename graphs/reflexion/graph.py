@@ -15,17 +15,16 @@ from __future__ import annotations
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import START
-from langgraph.graph.state import CompiledStateGraph
 
 from graphs.reflexion.nodes import attempt, evaluate, reflect
 from graphs.reflexion.routing import route_after_attempt, route_after_evaluate
 from graphs.reflexion.state import REFLEXION_TURN_RESET, ReflexionState
 from graphs.shared.edits import edit_safe
 from graphs.shared.recovery import retry
-from graphs.shared.skeleton import strategy_graph
+from graphs.shared.skeleton import StrategyGraph, strategy_graph
 
 
-def build_reflexion_graph(checkpointer: BaseCheckpointSaver | None = None) -> CompiledStateGraph:
+def build_reflexion_graph(checkpointer: BaseCheckpointSaver | None = None) -> StrategyGraph:
     graph = strategy_graph(
         ReflexionState,
         "reflexion",

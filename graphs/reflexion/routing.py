@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-from langgraph.graph import END
 from langgraph.runtime import Runtime
 
 from graphs.reflexion.state import ReflexionState
 from graphs.shared.live import context_of
 from graphs.shared.recovery import retry_or_fail
-from graphs.state import AgentContext
+from graphs.state import END, AgentContext
 
 
 def route_after_attempt(state: ReflexionState) -> Literal["evaluate", "__end__"]:

@@ -14,16 +14,15 @@ from __future__ import annotations
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START
-from langgraph.graph.state import CompiledStateGraph
 
 from graphs.routed.nodes import calculator, classify, small_talk, tool_loop
 from graphs.routed.routing import route_after_answer, route_after_classify
 from graphs.routed.state import ROUTED_TURN_RESET, RoutedState
 from graphs.shared.edits import edit_safe
-from graphs.shared.skeleton import strategy_graph
+from graphs.shared.skeleton import StrategyGraph, strategy_graph
 
 
-def build_routed_graph(checkpointer: BaseCheckpointSaver | None = None) -> CompiledStateGraph:
+def build_routed_graph(checkpointer: BaseCheckpointSaver | None = None) -> StrategyGraph:
     graph = strategy_graph(
         RoutedState,
         "routed",

@@ -39,7 +39,7 @@ def classify(state: RoutedState, runtime: Runtime[AgentContext]) -> dict:
 def calculator(state: RoutedState, runtime: Runtime[AgentContext]) -> dict:
     """Run the calculator on the classified expression and answer with its result."""
     context = context_of(runtime)
-    expression = state["route"]["expression"]
+    expression = (state.get("route") or {})["expression"]
     call = ToolCall(
         name="calculator",
         args={"expression": expression},

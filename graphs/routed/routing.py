@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from langgraph.graph import END
 from langgraph.runtime import Runtime
 
 from graphs.routed.state import RoutedState
 from graphs.shared.live import context_of
-from graphs.state import AgentContext
+from graphs.state import END, AgentContext
 
 
 def route_after_classify(

@@ -5,7 +5,7 @@ LangGraph's `interrupt()`, which persists the question in the checkpoint until i
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal, NotRequired, TypedDict, cast
 
 from langchain_core.messages import AIMessage, ToolCall, ToolMessage
 from langchain_core.tools import BaseTool
@@ -18,6 +18,23 @@ from graphs.shared.tool_calls import USER_MESSAGE
 # Marks the result of a call that was not approved: the user's (or the policy's) choice, not an
 # error to retry.
 REFUSED = "waypoint_refused"
+
+
+class ApprovalRequest(TypedDict):
+    """One risky call a paused run asks about (the `calls` of its `approval` interrupt)."""
+
+    id: str
+    name: str
+    args: dict[str, Any]
+    reason: str
+
+
+class ApprovalDecision(TypedDict):
+    """The answer for one call, keyed by the call's id in the resume value."""
+
+    action: Literal["approve", "reject", "edit"]
+    args: NotRequired[dict[str, Any]]  # the arguments to run instead (`edit` only)
+    note: NotRequired[str]  # why, shown to the model and the user when the call is not run
 
 
 def was_refused(message: ToolMessage) -> bool:
@@ -46,65 +63,79 @@ def review_calls(
     """(calls to run — possibly with edited arguments —, results for the calls refused). Calls of
     the tools named in `confirm` need approval whatever their arguments (a replay sets it)."""
     risky = {
-        call["id"]: reason
+        _call_id(call): reason
         for call in calls
         if call["name"] in tools_by_name
         and (reason := risk_of(tools_by_name[call["name"]], call["args"]))
     }
     risky |= {
-        c["id"]: REPLAY_REASON for c in calls if c["name"] in confirm and c["id"] not in risky
+        _call_id(c): REPLAY_REASON
+        for c in calls
+        if c["name"] in confirm and _call_id(c) not in risky
     }
     if not risky or policy == "auto":
         return list(calls), []
+    decisions: dict[str, ApprovalDecision]
     if policy == "never":
         decisions = {
             cid: {"action": "reject", "note": "the approval policy is 'never'"} for cid in risky
         }
     else:
         question = [
-            {"id": c["id"], "name": c["name"], "args": c["args"], "reason": risky[c["id"]]}
+            ApprovalRequest(id=cid, name=c["name"], args=c["args"], reason=risky[cid])
             for c in calls
-            if c["id"] in risky
+            if (cid := _call_id(c)) in risky
         ]
         decisions = _decisions(interrupt({"type": "approval", "calls": question}))
     return _apply(calls, risky, decisions)
 
 
-def _decisions(answer: Any) -> dict[str, dict]:
+def _call_id(call: ToolCall) -> str:
+    # A model's tool calls always carry an id; "" stands for a missing one (never approved).
+    return call["id"] or ""
+
+
+def _decisions(answer: Any) -> dict[str, ApprovalDecision]:
+    """The resume value as decisions; it comes from a client, so anything but a dict per call is
+    dropped (and the call is then rejected)."""
     if not isinstance(answer, dict):
         return {}
-    return {str(k): v for k, v in answer.items() if isinstance(v, dict)}
+    # Unchecked beyond being a dict: `_apply` reads it with .get and rejects what it cannot use.
+    return {str(k): cast(ApprovalDecision, v) for k, v in answer.items() if isinstance(v, dict)}
 
 
 def _apply(
-    calls: Sequence[ToolCall], risky: dict[str, str], decisions: dict[str, dict]
+    calls: Sequence[ToolCall], risky: dict[str, str], decisions: dict[str, ApprovalDecision]
 ) -> tuple[list[ToolCall], list[ToolMessage]]:
     allowed: list[ToolCall] = []
     refused: list[ToolMessage] = []
     for call in calls:
-        if call["id"] not in risky:
+        if _call_id(call) not in risky:
             allowed.append(call)
             continue
-        decision = decisions.get(call["id"], {"action": "reject", "note": "no answer was given"})
+        decision = decisions.get(
+            _call_id(call), {"action": "reject", "note": "no answer was given"}
+        )
         action = decision.get("action")
+        edited_args = decision.get("args")
         if action == "approve":
             allowed.append(call)
-        elif action == "edit" and isinstance(decision.get("args"), dict):
+        elif action == "edit" and isinstance(edited_args, dict):
             allowed.append(
-                ToolCall(name=call["name"], args=decision["args"], id=call["id"], type="tool_call")
+                ToolCall(name=call["name"], args=edited_args, id=call["id"], type="tool_call")
             )
         else:
             note = decision.get("note") or "the user rejected it"
             refused.append(
                 ToolMessage(
-                    content=f"not run: this call {risky[call['id']]} and was not approved ({note}). "
+                    content=f"not run: this call {risky[_call_id(call)]} and was not approved ({note}). "
                     "Do not retry it unchanged; ask the user or take another way.",
                     tool_call_id=call["id"],
                     name=call["name"],
                     status="error",
                     id=new_message_id("tool"),
                     additional_kwargs={
-                        USER_MESSAGE: f"not run: it {risky[call['id']]} and was not approved "
+                        USER_MESSAGE: f"not run: it {risky[_call_id(call)]} and was not approved "
                         f"({note})",
                         REFUSED: True,
                     },

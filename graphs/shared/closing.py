@@ -10,7 +10,6 @@ from typing import Literal
 
 from langchain_core.messages import AIMessage, AnyMessage, SystemMessage
 from langgraph.errors import NodeError
-from langgraph.graph import END
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
@@ -26,7 +25,7 @@ from graphs.shared.messages import (
 )
 from graphs.shared.model_call import call_model, model_input
 from graphs.shared.model_errors import MODEL_ERROR_KINDS
-from graphs.state import AgentContext, AgentState, LastError
+from graphs.state import END, AgentContext, AgentState, LastError, last_error_kind
 
 # Where the node error handler sends a bug: to the failure handler, or, when the failure handler
 # itself failed, straight to the end (sending it back there would fail again, step after step).
@@ -138,7 +137,7 @@ def finalize(state: AgentState, runtime: Runtime[AgentContext]) -> dict:
     messages = [*state["messages"], *closing]
     answer = None
     # A last answer is best effort; the fallback always works.
-    if (state.get("last_error") or {}).get("kind") not in MODEL_ERROR_KINDS:
+    if last_error_kind(state) not in MODEL_ERROR_KINDS:
         prompt = [*model_input(messages, context), SystemMessage(FINAL_ANSWER_INSTRUCTION)]
         with last_answer_deadline(state, context):
             reply = call_model(context.model, prompt, answer_only=True)

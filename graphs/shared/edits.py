@@ -32,6 +32,7 @@ def edit_safe(router: Router) -> Router:
     # Resolved here: the router's module, not this one, names the types in its annotations.
     route.__annotations__ = {"return": typing.get_type_hints(router)["return"]}
     # The router stays reachable (inspect.unwrap); LangGraph reads the signature, state only.
+    # Function attributes typeshed does not declare; inspect and LangGraph read them.
     route.__signature__ = inspect.signature(route)  # type: ignore[attr-defined]
     route.__wrapped__ = router  # type: ignore[attr-defined]
     return route

@@ -50,6 +50,7 @@ def newest_checkpoints(saver: BaseCheckpointSaver, thread_id: str) -> list[Row]:
     """The thread's NEWEST newest root checkpoints, newest first: one indexed read of ids and
     metadata on SQLite and PostgreSQL, the saver's own `list` (whole checkpoints) on any other."""
     kind = saver_kind(saver)
+    # The ignores below: `saver_kind` names the concrete saver, whose own methods are used.
     if kind == "sqlite":
         with saver.cursor(transaction=False) as cursor:  # type: ignore[attr-defined]
             return _rows(cursor.execute(SQLITE_NEWEST, (thread_id, NEWEST)).fetchall())
@@ -65,7 +66,7 @@ def newest_checkpoints(saver: BaseCheckpointSaver, thread_id: str) -> list[Row]:
 
 async def anewest_checkpoints(saver: BaseCheckpointSaver, thread_id: str) -> list[Row]:
     """`newest_checkpoints` for a caller on the saver's event loop."""
-    if saver_kind(saver) == "async-postgres":
+    if saver_kind(saver) == "async-postgres":  # the ignore: an AsyncPostgresSaver's own cursor
         async with saver._cursor() as cursor:  # type: ignore[attr-defined]
             await cursor.execute(POSTGRES_NEWEST, (thread_id, NEWEST))
             return _rows(await cursor.fetchall())
@@ -85,7 +86,8 @@ POSTGRES_NEWEST = (
 def saver_kind(saver: BaseCheckpointSaver) -> str | None:
     """Which of LangGraph's SQL savers `saver` is, if any (each package is optional: Aegra runs
     on PostgreSQL alone, `langgraph dev` keeps checkpoints in memory)."""
-    return _kind_of(type(saver))
+    saver_class: type = type(saver)  # a plain `type`: mypy finds a saver class unhashable
+    return _kind_of(saver_class)
 
 
 @functools.lru_cache(maxsize=64)

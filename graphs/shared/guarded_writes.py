@@ -64,7 +64,8 @@ def _install(saver: BaseCheckpointSaver) -> None:
             refuse_fork(rows, config, checkpoint["id"])
             return await aput(config, checkpoint, metadata, versions)
 
-    saver.put, saver.aput = checked_put, checked_aput  # type: ignore[method-assign]
+    # On this saver instance only; the checked versions take the same arguments, typed loosely.
+    saver.put, saver.aput = checked_put, checked_aput  # type: ignore[method-assign, assignment]
     saver.__dict__[INSTALLED] = True
 
 

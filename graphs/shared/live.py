@@ -16,6 +16,8 @@ from langgraph.runtime import Runtime
 from graphs.spec import RunSpec
 from graphs.state import AgentContext
 
+# What a run passes as `context=`: the live objects, or their description as JSON data
+RunContext = AgentContext | RunSpec
 Resolver = Callable[[RunSpec], AgentContext]
 _resolver: list[Resolver] = []
 

@@ -5,12 +5,23 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Sequence
+from typing import TypeVar
 
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolCall, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    BaseMessage,
+    HumanMessage,
+    ToolCall,
+    ToolMessage,
+)
 
 # The LangGraph task a tool call with side effects runs as (graphs/shared/recorded.py): its result
 # also shows in a run's `updates` stream under this name. Here, so front ends can skip it cheaply.
 RECORDED_TASK = "recorded_tool_call"
+
+
+MessageT = TypeVar("MessageT", bound=BaseMessage)
 
 
 def new_message_id(prefix: str) -> str:
@@ -110,7 +121,7 @@ def for_model(messages: Sequence[AnyMessage], notes: str = "") -> list[AnyMessag
     return kept
 
 
-def without_notes(message: AnyMessage) -> AnyMessage:
+def without_notes(message: MessageT) -> MessageT:
     """The user's message as they wrote it, without the turn's notes `for_model` put in front."""
     said = message.additional_kwargs.get(USER_TEXT)
     if not isinstance(said, str):

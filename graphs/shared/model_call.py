@@ -5,14 +5,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, AnyMessage, SystemMessage
+from langchain_core.language_models import BaseChatModel, LanguageModelInput
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, SystemMessage
+from langchain_core.runnables import Runnable
 from pydantic import BaseModel
 
 from graphs.shared.messages import for_model, new_message_id
 from graphs.shared.model_errors import classify_call_error, classify_model_error
 from graphs.state import AgentContext, LastError
+
+ModelT = TypeVar("ModelT", bound=BaseModel)  # the schema a structured reply is parsed into
 
 EMPTY_REPLY = "invalid response from endpoint: an empty reply (no text, no tool calls)"
 EMPTY_ANSWER = "invalid response from endpoint: an empty answer"
@@ -28,11 +32,11 @@ class ModelReply:
 
 
 @dataclass(frozen=True)
-class StructuredReply:
+class StructuredReply(Generic[ModelT]):
     """The parsed object; or `error`, why the reply did not validate (for the model to fix); or
     `failure`, the call itself failed (classified, for the router)."""
 
-    parsed: BaseModel | None
+    parsed: ModelT | None
     error: str | None
     failure: LastError | None = None
     tokens: int = 0
@@ -47,8 +51,8 @@ def model_input(messages: Sequence[AnyMessage], context: AgentContext) -> list[A
 
 
 def call_model(
-    model: BaseChatModel,
-    messages: Sequence[AnyMessage],
+    model: Runnable[LanguageModelInput, AIMessage],
+    messages: Sequence[BaseMessage],
     *,
     answer_only: bool = False,
     prompt_tokens: Callable[[], int] | None = None,
@@ -74,8 +78,8 @@ def call_model(
 
 
 def ask_structured(
-    model: BaseChatModel, schema: type[BaseModel], messages: Sequence[AnyMessage]
-) -> StructuredReply:
+    model: BaseChatModel, schema: type[ModelT], messages: Sequence[AnyMessage]
+) -> StructuredReply[ModelT]:
     """One model call whose reply must be a `schema` tool call (LangChain's tool-calling
     `with_structured_output`). A reply that does not validate comes back as `error`, for the model
     to fix; a failed call as `failure`, classified."""
@@ -84,6 +88,7 @@ def ask_structured(
         result = runnable.invoke(list(messages))
     except Exception as exc:  # the model boundary: every failure is classified and routed
         return StructuredReply(None, None, classify_model_error(exc))
+    assert isinstance(result, dict)  # include_raw=True: {"raw", "parsed", "parsing_error"}
     raw = result.get("raw") if isinstance(result.get("raw"), AIMessage) else None
     tokens = total_tokens(raw) if raw is not None else 0
     if result.get("parsing_error") is not None:
@@ -103,8 +108,8 @@ def transient(message: str) -> LastError:
 
 
 def total_tokens(reply: AIMessage) -> int:
-    usage = reply.usage_metadata or {}
-    return int(usage.get("total_tokens") or 0)
+    usage = reply.usage_metadata
+    return int(usage.get("total_tokens") or 0) if usage else 0
 
 
 def with_id(reply: AIMessage) -> AIMessage:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-from graphs.state import LastError
+from graphs.state import ErrorKind, LastError
 
 MODEL_ERROR_KINDS = {"model_transient", "model_fatal", "context_overflow"}  # the model's failures
 TRANSIENT_STATUS = {408, 409, 429}
@@ -121,8 +121,8 @@ def window_from_text(text: str) -> int | None:
     return None
 
 
-def _error(kind: str, message: str, retry_after: float | None = None) -> LastError:
-    return LastError(kind=kind, message=message, retry_after=retry_after)  # type: ignore[typeddict-item]
+def _error(kind: ErrorKind, message: str, retry_after: float | None = None) -> LastError:
+    return LastError(kind=kind, message=message, retry_after=retry_after)
 
 
 def _short(exc: BaseException, limit: int = 600) -> str:

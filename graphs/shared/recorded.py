@@ -29,8 +29,6 @@ from langgraph.func import task
 from langgraph.pregel._algo import task_path_str
 from langgraph.runtime import get_runtime
 
-from graphs.shared.messages import RECORDED_TASK
-
 # Tests (and the Aegra kill test) set it to a directory: each time a recorded call has run and its
 # result is saved, the process appends {"pid", "call_id", "tool"} to `<dir>/ran.jsonl`, writes it to
 # `<dir>/<call id>.recorded`, and, while `<dir>/release` is a FIFO, waits until a writer opens it (or
@@ -91,7 +89,10 @@ def start_recorded(call: ToolCall, run: RunCall) -> Callable[[], tuple[ToolMessa
     return result
 
 
-@task(name=RECORDED_TASK)
+# LangGraph names a task after its function: graphs.shared.messages.RECORDED_TASK, which the
+# event stream filters on (test_side_effects_once checks it). `task(name=...)` would say so, but
+# mypy cannot solve the decorator it returns for a sync function.
+@task
 def recorded_tool_call(call: ToolCall, key: str) -> ToolMessage:
     """Run the call and save its result before returning it: LangGraph saves a task's result in
     the background, so a crash right after the call could lose it and the call would run again."""
@@ -108,6 +109,7 @@ def _save_return(message: ToolMessage) -> None:
     own later write of it is a duplicate the savers ignore), but now, synchronously."""
     config = get_config()
     this = get_runtime().execution_info  # this task's id, namespace and checkpoint
+    assert this is not None, "a task of a graph run always has its execution info"
     # "<graph's namespace>|<node>:<id>|recorded_tool_call:<id>": the task's parent is the node, and
     # LangGraph files the task's writes under the graph's namespace, at its current checkpoint.
     node_ns = this.checkpoint_ns.rpartition(NS_SEP)[0]

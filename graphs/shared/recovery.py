@@ -23,7 +23,7 @@ def recover(
     state: AgentState, runtime: Runtime[AgentContext]
 ) -> Literal["retry", "summarize", "failure_handler"]:
     """Where a model step that recorded `last_error` goes next."""
-    error = state["last_error"]
+    error = recorded_error(state)
     if error["kind"] == "context_overflow":
         fits = _budget_left(state, runtime) and can_summarize(state, context_of(runtime))
         return "summarize" if fits else "failure_handler"
@@ -36,7 +36,7 @@ def finalize_or_recover(
     """`recover`, except that a transient model failure once the turn's budget is spent ends the
     turn in `finalize` (status budget_exhausted): a stalled endpoint cut off by `--max-seconds`
     would only be asked again past the budget."""
-    error = state["last_error"]
+    error = recorded_error(state)
     stalled = error["kind"] == "model_transient" and retryable(error, runtime)
     if state.get("budget_exhausted") and stalled:
         return "finalize"
@@ -48,8 +48,16 @@ def retry_or_fail(
 ) -> Literal["retry", "failure_handler"]:
     """Where a failure that summarising cannot fix goes (a tool error; any error of a strategy that
     does not summarise)."""
-    again = _budget_left(state, runtime) and retryable(state["last_error"], runtime)
+    again = _budget_left(state, runtime) and retryable(recorded_error(state), runtime)
     return "retry" if again else "failure_handler"
+
+
+def recorded_error(state: AgentState) -> LastError:
+    """The failure these routes and nodes handle: they run only after a node recorded one."""
+    error = state.get("last_error")
+    if error is None:
+        raise ValueError("no last_error recorded: recovery runs only after a failed step")
+    return error
 
 
 def _budget_left(state: AgentState, runtime: Runtime[AgentContext]) -> bool:
@@ -72,7 +80,7 @@ def retry(state: AgentState, runtime: Runtime[AgentContext]) -> dict:
     """Count one more consecutive failure, wait (model errors only) and hand back to the node that
     failed."""
     context = context_of(runtime)
-    error = state["last_error"]
+    error = recorded_error(state)
     attempt = state.get("retry_count", 0) + 1
     wait = 0.0 if error["kind"] == "tool" else backoff_delay(attempt, error, context)
     left = turn_seconds_left(state, context)
@@ -97,6 +105,7 @@ def backoff_delay(attempt: int, error: LastError, context: AgentContext) -> floa
     """Full-jitter exponential backoff, never shorter than the endpoint's Retry-After."""
     ceiling = min(context.backoff_cap, context.backoff_base * 2 ** (attempt - 1))
     delay = random.uniform(0, ceiling)
-    if error.get("retry_after") is not None:
-        delay = max(delay, float(error["retry_after"]))
+    retry_after = error.get("retry_after")
+    if retry_after is not None:
+        delay = max(delay, float(retry_after))
     return delay

@@ -10,12 +10,17 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from langgraph.graph import END, StateGraph
+from langgraph.graph.state import CompiledStateGraph
 
 from graphs.shared.changes import changes_only
 from graphs.shared.closing import failure_handler, finalize, on_node_error
 from graphs.shared.guard import one_writer
+from graphs.shared.live import RunContext
 from graphs.shared.turns import begins_turn, turn_start
 from graphs.spec import RunSpec
+
+# A strategy's graph, typed by its run context so a caller's `context=` is checked
+StrategyGraph = CompiledStateGraph[Any, RunContext, Any, Any]
 
 
 def strategy_graph(
@@ -23,10 +28,10 @@ def strategy_graph(
     strategy: str,
     turn_reset: Mapping[str, Any],
     nodes: Mapping[str, Callable[..., Any]],
-) -> StateGraph:
+) -> StateGraph[Any, RunContext, Any, Any]:
     """A strategy's graph with the shared nodes and edges, and `nodes` added; not compiled."""
     start = turn_start(strategy, turn_reset)
-    graph = StateGraph(state, context_schema=RunSpec)
+    graph: StateGraph[Any, RunContext, Any, Any] = StateGraph(state, context_schema=RunSpec)
     graph.set_node_defaults(error_handler=begins_turn(on_node_error, start))
     every = {**nodes, "failure_handler": failure_handler, "finalize": finalize}
     for name, node in every.items():

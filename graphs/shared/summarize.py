@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
     AnyMessage,
+    BaseMessage,
     HumanMessage,
     RemoveMessage,
     SystemMessage,
@@ -51,7 +52,7 @@ MAX_SUMMARY_TOKENS = 1500
 INSTRUCTION_TOKENS = 80  # SUMMARIZE_INSTRUCTION and the framing of a chunk
 
 
-def is_summary(message: AnyMessage) -> bool:
+def is_summary(message: BaseMessage) -> bool:
     return isinstance(message, SystemMessage) and message.name == SUMMARY_NAME
 
 
@@ -237,7 +238,7 @@ def _tokens(messages: Sequence[AnyMessage]) -> int:
     return message_tokens(messages)
 
 
-def summary_update(summary: str, recent: Sequence[AnyMessage]) -> list[AnyMessage]:
+def summary_update(summary: str, recent: Sequence[AnyMessage]) -> list[BaseMessage]:
     """The messages write that leaves [summary, *recent] in the state (order matters, so rewrite)."""
     note = SystemMessage(
         content=f"Summary of the earlier conversation:\n{summary}",
@@ -251,10 +252,11 @@ def summarize(state: AgentState, runtime: Runtime[AgentContext]) -> dict:
     """Shrink the context: older turns become one summary message sized to the model's window;
     after an overflow it first learns the window (and counts as one recovery attempt)."""
     context = context_of(runtime)
-    overflow = (state.get("last_error") or {}).get("kind") == "context_overflow"
+    error = state.get("last_error")
+    overflow = error is not None and error["kind"] == "context_overflow"
     window = context.window if context.window is not None else ContextWindow()
-    if overflow:
-        stated = window_from_text(state["last_error"]["message"])  # type: ignore[index]
+    if overflow and error is not None:
+        stated = window_from_text(error["message"])
         window.learn_from_overflow(stated, prompt_tokens(state["messages"], context))
     budget = context_budget(context, window)
     older, recent = shrinkable_split(state["messages"], context, budget)

@@ -8,9 +8,9 @@ from concurrent.futures import ThreadPoolExecutor
 from contextvars import copy_context
 from typing import Any
 
-from langchain_core.messages import AIMessage, ToolCall, ToolMessage
+from langchain_core.messages import AIMessage, InvalidToolCall, ToolCall, ToolMessage
 from langchain_core.tools import BaseTool
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from graphs.shared.messages import new_message_id
 from graphs.shared.recorded import recording, start_recorded
@@ -142,7 +142,7 @@ def _execute(
     return "success", _as_text(result), None, None
 
 
-def _answer_invalid_call(call: dict, tools_by_name: dict[str, BaseTool]) -> ToolMessage:
+def _answer_invalid_call(call: InvalidToolCall, tools_by_name: dict[str, BaseTool]) -> ToolMessage:
     name = call.get("name") or "unknown"
     reason = call.get("error") or "the arguments are not valid JSON"
     content = (
@@ -174,8 +174,19 @@ def invalid_arguments_message(name: str, exc: ValidationError, tool: BaseTool) -
 
 
 def _describe_fields(tool: BaseTool) -> Sequence[str]:
-    properties = tool.tool_call_schema.model_json_schema().get("properties", {})
+    properties = _json_schema(tool).get("properties", {})
     return [f"{key} ({spec.get('type', 'any')})" for key, spec in properties.items()] or ["none"]
+
+
+def _json_schema(tool: BaseTool) -> dict[str, Any]:
+    """The JSON schema of a tool's arguments: an MCP tool's is JSON schema already, others' a
+    pydantic model (version 2, or version 1 through langchain's compatibility)."""
+    schema = tool.tool_call_schema
+    if isinstance(schema, dict):
+        return schema
+    if issubclass(schema, BaseModel):
+        return schema.model_json_schema()
+    return schema.schema()
 
 
 def truncate(text: str, limit: int) -> str:

@@ -30,7 +30,7 @@ def evaluate(expression: str) -> str:
 
 def _eval(node: ast.expr) -> Number:
     match node:
-        case ast.Constant(value=value):
+        case ast.Constant(value=int() | float() as value):  # check_tree admits only numbers
             return value
         case ast.UnaryOp(op=ast.USub(), operand=operand):
             return -_eval(operand)

@@ -6,9 +6,17 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from tools.mcp.errors import McpConfigError
+
+if TYPE_CHECKING:  # an optional dependency (tools/mcp/loader.py says how to install it)
+    from langchain_mcp_adapters.sessions import (
+        Connection,
+        SSEConnection,
+        StdioConnection,
+        StreamableHttpConnection,
+    )
 
 DEFAULT_CALL_TIMEOUT = 60.0
 
@@ -38,23 +46,29 @@ class ServerSpec:
     trusted: bool = False
     timeout: float = DEFAULT_CALL_TIMEOUT
 
-    def connection(self) -> dict[str, Any]:
+    def connection(self) -> Connection:
         """The connection entry langchain-mcp-adapters' MultiServerMCPClient expects."""
         if self.transport == "stdio":
-            connection: dict[str, Any] = {
+            assert self.command is not None  # load_mcp_config gives a stdio server its command
+            stdio: StdioConnection = {
                 "transport": "stdio",
                 "command": self.command,
                 "args": list(self.args),
             }
             if self.env is not None:
-                connection["env"] = dict(self.env)
+                stdio["env"] = dict(self.env)
             if self.cwd is not None:
-                connection["cwd"] = str(self.cwd)
-            return connection
-        connection = {"transport": self.transport, "url": self.url}
+                stdio["cwd"] = str(self.cwd)
+            return stdio
+        assert self.url is not None  # and any other server its url
+        http: SSEConnection | StreamableHttpConnection = (
+            {"transport": "sse", "url": self.url}
+            if self.transport == "sse"
+            else {"transport": "streamable_http", "url": self.url}
+        )
         if self.headers:
-            connection["headers"] = dict(self.headers)
-        return connection
+            http["headers"] = dict(self.headers)
+        return http
 
     def describe(self) -> str:
         if self.transport == "stdio":

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from types import TracebackType
 
 from langchain_core.tools import BaseTool
@@ -22,7 +22,7 @@ _UNSAFE_NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 class McpToolset(list[BaseTool]):
     """The loaded tools, callable synchronously from any thread; `close()` ends every session."""
 
-    def __init__(self, tools: list[BaseTool], runtime: McpRuntime | None) -> None:
+    def __init__(self, tools: Iterable[BaseTool], runtime: McpRuntime | None) -> None:
         super().__init__(tools)
         self._runtime = runtime
 

@@ -53,7 +53,8 @@ class McpRuntime:
         failures = [str(r) for r in results if isinstance(r, BaseException)]
         if failures:
             raise McpConnectError("; ".join(failures))
-        return [(spec, t) for spec, tools in zip(self._specs, results, strict=True) for t in tools]
+        loaded = [tools for tools in results if not isinstance(tools, BaseException)]
+        return [(spec, t) for spec, tools in zip(self._specs, loaded, strict=True) for t in tools]
 
     async def _hold(self, spec: ServerSpec, ready: asyncio.Future) -> None:
         """Open the server's session, hand over its tools, and keep it open until close():

@@ -46,7 +46,7 @@ def sqlite_store_class() -> type[SqliteStore]:
     something already loaded it."""
     hide = "numpy" not in sys.modules
     if hide:
-        sys.modules["numpy"] = None  # type: ignore[assignment]  (import numpy → ImportError)
+        sys.modules["numpy"] = None  # type: ignore[assignment]  # None makes `import numpy` raise ImportError
     try:
         from langgraph.store.sqlite import SqliteStore
     finally:

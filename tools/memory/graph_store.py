@@ -8,6 +8,7 @@ import asyncio
 import threading
 import weakref
 from collections.abc import Iterable
+from typing import TypeGuard
 
 from langgraph.store.base import BaseStore, Item, Op, PutOp, Result, SearchItem, SearchOp
 
@@ -22,7 +23,7 @@ _writes: weakref.WeakKeyDictionary[BaseStore, Writes] = weakref.WeakKeyDictionar
 _making = threading.Lock()  # two tool calls at once share the same
 
 
-def memory_namespace(namespace: tuple[str, ...]) -> bool:
+def memory_namespace(namespace: tuple[str, ...]) -> TypeGuard[tuple[Kind, str]]:
     """Is this ("memories" | "experiences", user label): a namespace whose items are indexed?"""
     return len(namespace) == 2 and namespace[0] in KINDS
 

@@ -206,7 +206,7 @@ class MemoryStore:
         self.put_value(kind, user_label(user), key, value)
         return value
 
-    def put_value(self, kind: str, label: str, key: str, value: dict[str, Any]) -> None:
+    def put_value(self, kind: Kind, label: str, key: str, value: dict[str, Any]) -> None:
         """Store `value` as it is under (kind, label), indexed by its search text or text (an item
         without text is stored unindexed)."""
         with self._writing:
@@ -267,7 +267,8 @@ class MemoryStore:
             return []
         # a few spare for rows orphaned by a crash
         scores = dict(self.index.search(kind, label, terms, require_all, limit + 8, skip_prefix))
-        keys, hits = builtins.list(scores), []
+        keys = builtins.list(scores)
+        hits: builtins.list[tuple[Item, float]] = []
         while keys and len(hits) < limit:  # the spare rows' items are read only if one is missing
             wanted, keys = keys[: limit - len(hits)], keys[limit - len(hits) :]
             found = self.store.batch([GetOp((kind, label), key) for key in wanted])

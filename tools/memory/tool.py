@@ -8,8 +8,8 @@ import contextlib
 import sqlite3
 import threading
 import weakref
-from collections.abc import Iterator, Sequence
-from typing import Literal
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Literal
 
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.store.base import BaseStore
@@ -82,7 +82,7 @@ def run_store(scope: MemoryScope = "none") -> BaseStore:
     return scoped(store, ("users", authenticated_identity(get_config())))
 
 
-def authenticated_identity(config: dict) -> str:
+def authenticated_identity(config: Mapping[str, Any]) -> str:
     """The identity of the user the engine authenticated for this run (LangGraph's
     `langgraph_auth_user`, or Aegra's `user_id`)."""
     configurable = config.get("configurable") or {}

@@ -165,8 +165,10 @@ def find_hierarchies(mountinfo: str, membership: str) -> list[Hierarchy]:
                 v2.append(Hierarchy(2, frozenset(controllers), directory))
         elif fstype == "cgroup":
             wanted = frozenset(options & {"memory", "pids", "cpu"})
-            names = next((n for n in paths if n and n <= options), None)
-            directory = _inside(mount_point, root, paths[names]) if names else None
+            controllers_of = next((n for n in paths if n and n <= options), None)
+            directory = (
+                _inside(mount_point, root, paths[controllers_of]) if controllers_of else None
+            )
             if wanted and directory:
                 v1.append(Hierarchy(1, wanted, directory))
     if set(_NEEDED) <= set().union(*(h.controllers for h in v1)):

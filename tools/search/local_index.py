@@ -3,6 +3,7 @@ with BM25, and what its calls report."""
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import sqlite3
 from collections.abc import Iterable, Iterator
@@ -161,7 +162,7 @@ class LocalIndex:
                     delete_document(conn, doc_id)
         return len(ids)
 
-    def search(self, query: str, max_results: int = 5) -> list[SearchResult]:
+    def search(self, query: str, max_results: int = 5) -> builtins.list[SearchResult]:
         """The best chunk of each of the `max_results` best documents: documents holding every
         term first, then documents holding some of them."""
         if not query.strip():

@@ -4,6 +4,7 @@ every math token of the request is used, or the calculation is refused; never a 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tools.calculator.functions import CONSTANTS, FUNCTIONS
@@ -151,7 +152,7 @@ def _rounding(text: str) -> str:
 
 
 def _sums_and_products(text: str) -> str:
-    def joined(symbol: str) -> object:
+    def joined(symbol: str) -> Callable[[re.Match[str]], str]:
         return lambda m: "(" + f" {symbol} ".join(_arguments(m[1])) + ")"
 
     text = re.sub(rf"\b(?:the\s+)?sum\s+of\s+{ARGUMENT_LIST}", joined("+"), text)

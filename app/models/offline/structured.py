@@ -12,7 +12,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 
 from app.models.offline import answers
 from app.models.offline.intents import Intent, is_chinese, parse_request
-from app.models.offline.walk import TOOL_FOR_INTENT, Walk, comparison_expression, tool_args
+from app.models.offline.walk import TOOL_FOR_INTENT, Walk, comparison_expression, walk_free_args
 from app.text import plural
 from graphs.plan.steps import REFERENCE
 from graphs.shared.messages import call_signature
@@ -87,17 +87,16 @@ def _arguments(
         expression = _comparison(steps, earlier)
         return [{"expression": expression}] if expression else []
     if intent.kind == "calculate" and "then" in intent.args:  # on the result of the step before
-        earlier = [n for n, step in enumerate(steps, 1) if step["tool"] == "calculator"]
-        return (
-            [{"expression": f"{{{{step {earlier[-1]}}}}} {intent.args['then']}"}] if earlier else []
-        )
+        calculations = [n for n, step in enumerate(steps, 1) if step["tool"] == "calculator"]
+        then = intent.args["then"]
+        return [{"expression": f"{{{{step {calculations[-1]}}}}} {then}"}] if calculations else []
     if intent.kind == "write" and intent.args["content"] is None:
         zh = is_chinese(intent.args.get("text") or "") or any(
             is_chinese(step["reason"]) for step in steps
         )
         content = _results_text(steps, zh) or intent.args.get("text") or previous
         return [{"path": intent.args["path"], "content": content}] if content else []
-    return tool_args(intent, None) or []  # the remaining kinds do not read the walk
+    return walk_free_args(intent) or []
 
 
 def _comparison(steps: list[dict], earlier: list[BaseMessage]) -> str | None:
@@ -148,7 +147,7 @@ class _Fields(dict):
     def __missing__(self, field: str) -> str:
         return f"{{{{step {self.number}.{field}}}}}"
 
-    def get(self, field: str, default: object = None) -> object:  # type: ignore[override]
+    def get(self, field: str, default: object = None) -> object:
         return self[field]
 
     def with_unit(self, unit: str | None) -> _Fields:
@@ -193,7 +192,7 @@ def remaining_steps(steps: list[dict], done: int, failed: set[int]) -> list[dict
     """The steps after the first `done`, minus those that need a failed (or dropped) step's
     result; references are renumbered to the steps' new places."""
     new_number = {n: n for n in range(1, done + 1) if n not in failed}
-    kept = []
+    kept: list[dict] = []
     for number, step in enumerate(steps[done:], done + 1):
         if any(ref not in new_number for ref in _references(step["arguments"])):
             continue

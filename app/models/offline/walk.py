@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from langchain_core.messages import AIMessage, BaseMessage, ToolCall, ToolMessage
 
 from app.models.offline import answers
-from app.models.offline.facts import asked_fact, recall, stated_facts
+from app.models.offline.facts import Fact, asked_fact, recall, stated_facts
 from app.models.offline.intents import Intent, is_chinese, parse_request
 from graphs.shared.messages import call_signature
 
@@ -66,12 +66,7 @@ class Walk:
                 continue
             # Calls are matched to intents by tool: a plan leaves out intents whose tool it was
             # not offered, so the next call made may belong to a later intent.
-            made = list(
-                itertools.takewhile(
-                    lambda call, tool=calls[0]["name"]: call["name"] == tool,
-                    self.executed[position : position + len(calls)],
-                )
-            )
+            made = _leading(calls[0]["name"], self.executed[position : position + len(calls)])
             position += len(made)
             if not made:
                 self.pending = calls if self.tools else []
@@ -79,7 +74,10 @@ class Walk:
                 if self.pending:
                     return
                 continue
-            self.outcomes.append((intent, [(c, self.results.get(c["id"])) for c in made]))
+            self.outcomes.append((intent, [(c, self._result_of(c)) for c in made]))
+
+    def _result_of(self, call: ToolCall) -> ToolMessage | None:
+        return self.results.get(call["id"]) if call["id"] is not None else None
 
     def _recall_for_unknown_fact(self, earlier_texts: Sequence[str]) -> list[Intent]:
         """A question about a fact this thread never heard is looked up in long-term memory."""
@@ -158,6 +156,32 @@ TOOL_FOR_INTENT = {
 
 
 def tool_args(intent: Intent, walk: Walk) -> list[dict] | None:
+    """The arguments of the calls `intent` makes at this point of the walk (None: none yet)."""
+    kind, args = intent.kind, intent.args
+    if kind == "calculate" and "then" in args:  # on the result of the calculation before it
+        done = walk.successful("calculator")
+        if not done:
+            return None
+        previous = done[-1][1]  # a negative result in parentheses: "-7" then "** 2" is (-7) ** 2
+        previous = f"({previous})" if previous.startswith("-") else previous
+        return [{"expression": f"{previous} {args['then']}"}]
+    if kind == "write" and args["content"] is None:
+        if incomplete(walk):
+            return None  # part of the results would read as all of them
+        # This turn's results, else the literal text, else "save that": the previous answer
+        # (only when saving is all the request asks: never an unrelated earlier answer).
+        alone = all(i.kind == "write" for i in walk.intents)
+        content = walk_summary(walk) or args.get("text") or (walk.earlier_answer if alone else "")
+        return [{"path": args["path"], "content": content}] if content else None
+    if kind == "compare":
+        highs = [str(f["high"]) for f in compared_forecasts(walk)]
+        return [{"expression": comparison_expression(highs)}] if highs else None
+    return walk_free_args(intent)
+
+
+def walk_free_args(intent: Intent) -> list[dict] | None:
+    """The arguments of the calls `intent` makes when they read nothing of the walk (None: they
+    do, or it makes none)."""
     kind, args = intent.kind, intent.args
     if kind == "time" or kind == "list":
         return [{}] if kind == "time" else [{"path": "."}]
@@ -171,32 +195,12 @@ def tool_args(intent: Intent, walk: Walk) -> list[dict] | None:
         return [{"fact": args["fact"]}]
     if kind == "recall":
         return [{"query": args["query"]}]
-    if kind == "calculate" and "then" in args:  # on the result of the calculation before it
-        done = walk.successful("calculator")
-        if not done:
-            return None
-        previous = done[-1][1]  # a negative result in parentheses: "-7" then "** 2" is (-7) ** 2
-        previous = f"({previous})" if previous.startswith("-") else previous
-        return [{"expression": f"{previous} {args['then']}"}]
-    if kind == "calculate":
+    if kind == "calculate" and "then" not in args:
         return [{"expression": args["expression"]}]
     if kind == "read":
         return [{"path": args["path"]}]
-    if kind == "write":
-        content = args["content"]
-        if content is None and incomplete(walk):
-            return None  # part of the results would read as all of them
-        if content is None:
-            # This turn's results, else the literal text, else "save that": the previous answer
-            # (only when saving is all the request asks: never an unrelated earlier answer).
-            alone = all(i.kind == "write" for i in walk.intents)
-            content = (
-                walk_summary(walk) or args.get("text") or (walk.earlier_answer if alone else "")
-            )
-        return [{"path": args["path"], "content": content}] if content else None
-    if kind == "compare":
-        highs = [str(f["high"]) for f in compared_forecasts(walk)]
-        return [{"expression": comparison_expression(highs)}] if highs else None
+    if kind == "write" and args["content"]:
+        return [{"path": args["path"], "content": args["content"]}]
     return None
 
 
@@ -208,10 +212,10 @@ def compared_forecasts(walk: Walk) -> list[dict]:
         return []  # a ranking without one of the cities asked about would be wrong
     if len(current) >= 2:
         return current
-    earlier = [
+    parsed = [
         answers.json_object(m.content) for m in walk.earlier_results if m.name == "get_weather"
     ]
-    earlier = [f for f in earlier if f and "high" in f]
+    earlier = [f for f in parsed if f and "high" in f]
     return earlier[-2:] if len(earlier) >= 2 else []
 
 
@@ -243,12 +247,17 @@ def walk_summary(walk: Walk) -> str:
     return "\n".join(lines) + "\n" if lines else ""
 
 
-def fact_answer(request: str, earlier: list[str]) -> tuple[str, str, object] | None:
+def fact_answer(request: str, earlier: list[str]) -> tuple[str, str, Fact | None] | None:
     asked = asked_fact(request)
     if asked is None:
         return None
     key, topic = asked
     return key, topic, recall(key, topic, earlier)
+
+
+def _leading(tool: str, calls: Sequence[ToolCall]) -> list[ToolCall]:
+    """The calls to `tool` at the start of `calls`."""
+    return list(itertools.takewhile(lambda call: call["name"] == tool, calls))
 
 
 def digest(*parts: object) -> str:

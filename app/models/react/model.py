@@ -10,6 +10,7 @@ from langchain_core.callbacks import CallbackManager, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from langchain_core.runnables import RunnableConfig
 from langgraph.constants import TAG_NOSTREAM
 
 from app.models.react.parse import digest, is_thought_only, parse_react, unparsed_answer
@@ -60,7 +61,10 @@ class ReActChatModel(BaseChatModel):
     ) -> ChatResult:
         stops = list(dict.fromkeys([*self.stop_sequences, *(stop or [])])) or None
         # nostream: LangGraph must not stream the raw protocol text; the parsed reply is streamed.
-        config = {"callbacks": _inner_callbacks(run_manager), "tags": [TAG_NOSTREAM]}
+        config: RunnableConfig = {
+            "callbacks": _inner_callbacks(run_manager),
+            "tags": [TAG_NOSTREAM],
+        }
         raw = self.inner.invoke(to_react_messages(messages, self.tools), config, stop=stops)
         salt = conversation_key(messages)
         parsed = parse_react(raw.text, self.tools)

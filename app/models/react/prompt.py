@@ -49,7 +49,7 @@ def to_react_messages(
     rest = messages[leading:]
     for is_result, group in itertools.groupby(rest, lambda m: isinstance(m, ToolMessage)):
         if is_result:
-            results = list(group)
+            results = [m for m in group if isinstance(m, ToolMessage)]  # all of them
             _append_human(converted, "\n".join(observation(m, len(results) > 1) for m in results))
             continue
         for message in group:

@@ -10,13 +10,15 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Query, Request, Response
-from langgraph.graph.state import CompiledStateGraph
+from langgraph.channels.base import BaseChannel
+from langgraph.pregel import Pregel
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from pydantic.errors import PydanticSchemaGenerationError, PydanticUserError
 
 from app.config import Settings
 from app.errors import ConflictError, NotFoundError, UsageError
 from app.service.memory import open_memory
+from graphs.shared.skeleton import StrategyGraph
 from graphs.spec import RunSpec
 from graphs.strategies import STRATEGIES, drawing
 
@@ -49,7 +51,7 @@ class Assistant:
         """The run context its runs start from (a run's own context wins)."""
         return dict((self.record or {}).get("context") or {})
 
-    def graph(self) -> CompiledStateGraph:
+    def graph(self) -> StrategyGraph:
         return STRATEGIES[self.strategy].build(None)
 
     def as_json(self) -> dict:
@@ -81,9 +83,9 @@ def assistant(ref: str, settings: Settings | None = None) -> Assistant:
     for found in ASSISTANTS:
         if ref in (found.assistant_id, found.graph_id):
             return found
-    found = _parsed(_load(settings, ref)) if settings is not None else None
-    if found is not None:
-        return found
+    stored = _parsed(_load(settings, ref)) if settings is not None else None
+    if stored is not None:
+        return stored
     names = ", ".join(a.graph_id for a in ASSISTANTS)
     raise NotFoundError(f"assistant {ref!r} does not exist; the graphs are: {names}")
 
@@ -274,12 +276,13 @@ def routes() -> APIRouter:
         return {
             name: graph_schemas(found.graph_id, subgraph)
             for name, subgraph in found.graph().get_subgraphs(namespace=namespace, recurse=recurse)
+            if isinstance(subgraph, Pregel)  # a strategy's subgraphs are its own compiled graphs
         }
 
     return api
 
 
-def graph_schemas(graph_id: str, compiled: CompiledStateGraph) -> dict:
+def graph_schemas(graph_id: str, compiled: Pregel[Any, Any, Any, Any]) -> dict:
     """A graph's schemas as LangGraph's server gives them (state fields as input and output)."""
     state = state_jsonschema(compiled)
     return {
@@ -292,13 +295,13 @@ def graph_schemas(graph_id: str, compiled: CompiledStateGraph) -> dict:
     }
 
 
-def state_jsonschema(graph: CompiledStateGraph) -> dict:
+def state_jsonschema(graph: Pregel[Any, Any, Any, Any]) -> dict:
     """The state's fields from the graph's channels, each with its value type's schema where
     pydantic can make one ({} where it cannot: typing.TypedDict before Python 3.12)."""
     properties = {}
     for name, channel in graph.channels.items():
-        if name.startswith(("__", "branch:")):
-            continue
+        if name.startswith(("__", "branch:")) or not isinstance(channel, BaseChannel):
+            continue  # LangGraph's own channels; a managed value is no field of the state
         try:
             schema = TypeAdapter(channel.ValueType).json_schema()
         except (PydanticUserError, PydanticSchemaGenerationError, TypeError, ValueError):

@@ -104,7 +104,7 @@ class CronWhen(BaseModel):
 
 class CronCreate(CronWhen):
     assistant_id: str
-    schedule: Schedule  # type: ignore[assignment]
+    schedule: Schedule
 
 
 class CronSearch(BaseModel):

@@ -21,13 +21,13 @@ import socket
 import threading
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import BaseMessage, BaseMessageChunk
 from langgraph.types import Command, Send, StateSnapshot
 from pydantic import (
     BaseModel,
@@ -81,6 +81,7 @@ StreamMode = Literal[
     "tasks",
     "checkpoints",
 ]
+DEFAULT_MODES: tuple[StreamMode, ...] = ("values",)
 SUPPORTED_MODES: tuple[str, ...] = get_args(StreamMode)
 COMMAND_FIELDS = ("update", "goto", "resume", "graph")
 END = "__end__"
@@ -103,7 +104,7 @@ class RunRequest(BaseModel):
     config: dict | None = None
     context: dict | None = None
     metadata: dict | None = None
-    stream_mode: list[StreamMode] = Field(default_factory=lambda: ["values"])
+    stream_mode: list[StreamMode] = Field(default_factory=lambda: list(DEFAULT_MODES))
     stream_subgraphs: bool = False
     checkpoint_id: str | None = None
     checkpoint: dict | None = None
@@ -504,7 +505,12 @@ def stop_run(runs: Runs, run: AnyRun, action: str) -> None:
     longer finds it)."""
     if isinstance(run, Run) and not run.done.is_set() and action == "rollback":
         run.rollback = True
-        threading.Thread(target=lambda: (run.done.wait(), runs.forget(run)), daemon=True).start()
+
+        def forget_once_ended() -> None:
+            run.done.wait()
+            runs.forget(run)
+
+        threading.Thread(target=forget_once_ended, daemon=True).start()
     runs.cancel(run)
 
 
@@ -868,7 +874,7 @@ class StandardSink:
     wants_values = True
 
     def __init__(
-        self, run: Run, modes: list[str], subgraphs: bool, final_event: bool = False
+        self, run: Run, modes: Iterable[str], subgraphs: bool, final_event: bool = False
     ) -> None:
         self.run, self.modes, self.subgraphs = run, set(modes), subgraphs
         self.final_event = final_event
@@ -928,7 +934,7 @@ class StandardSink:
             return
         key = message.id or ""
         if key in self._messages and isinstance(event, Token):
-            self._messages[key] = self._messages[key] + message  # type: ignore[operator]
+            self._messages[key] = _added(self._messages[key], message)
         else:
             if key not in self._messages:
                 self.run.publish("messages/metadata", {key: {"metadata": jsonable(event.metadata)}})
@@ -1035,3 +1041,11 @@ def _problems(exc: ValidationError) -> str:
 
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+def _added(so_far: BaseMessage, chunk: BaseMessage) -> BaseMessage:
+    """A streamed message so far with its next chunk (chunks add up; a whole message is replaced:
+    a message plus a chunk would make a prompt template)."""
+    if isinstance(so_far, BaseMessageChunk) and isinstance(chunk, BaseMessageChunk):
+        return so_far + chunk
+    return chunk

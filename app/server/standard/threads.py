@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Query, Request, Response
@@ -41,7 +41,9 @@ from app.service import api
 from app.service.api import ThreadView
 
 MAX_BATCH = 100  # stateless runs in one /runs/batch
-SSE_RESPONSE = {200: {"content": {"text/event-stream": {}}, "description": "Server-Sent Events"}}
+SSE_RESPONSE: dict[int | str, dict[str, Any]] = {
+    200: {"content": {"text/event-stream": {}}, "description": "Server-Sent Events"}
+}
 
 
 class ThreadCreate(BaseModel):
@@ -264,12 +266,16 @@ def routes() -> APIRouter:
         return _history(settings_of(request), thread_id, body or HistoryRequest())
 
     @api_router.post("/threads/{thread_id}/runs/stream", responses=SSE_RESPONSE, tags=["runs"])
-    async def stream_run(request: Request, thread_id: ThreadId, body: RunRequest):  # type: ignore[no-untyped-def]
+    async def stream_run(
+        request: Request, thread_id: ThreadId, body: RunRequest
+    ) -> StreamingResponse:
         """A run, streamed as Server-Sent Events in the requested stream modes."""
         return await streamed_run(request, thread_id, body)
 
+    # The routes that answer with a run's outcome (its values, or an error response) have no return
+    # hint: FastAPI would take it for their response model.
     @api_router.post("/threads/{thread_id}/runs/wait", tags=["runs"])
-    async def wait_run(request: Request, thread_id: ThreadId, body: RunRequest):  # type: ignore[no-untyped-def]
+    async def wait_run(request: Request, thread_id: ThreadId, body: RunRequest):
         """A run, answered with the thread's values when it ends."""
         run = await asyncio.to_thread(
             start_run, settings_of(request), runs_of(request), thread_id, body
@@ -302,7 +308,7 @@ def routes() -> APIRouter:
         return runs_of(request).get(thread_id, run_id).as_json()
 
     @api_router.get("/threads/{thread_id}/runs/{run_id}/join", tags=["runs"])
-    async def join_run(request: Request, thread_id: ThreadId, run_id: str):  # type: ignore[no-untyped-def]
+    async def join_run(request: Request, thread_id: ThreadId, run_id: str):
         """The thread's values when the run ends (wherever it runs)."""
         run = await _ended(runs_of(request), thread_id, run_id)
         if isinstance(run, Run):
@@ -337,14 +343,14 @@ def routes() -> APIRouter:
         return _record_sse(runs, active[0])  # running on another server
 
     @api_router.post("/runs/stream", responses=SSE_RESPONSE, tags=["stateless runs"])
-    async def stream_stateless(request: Request, body: RunRequest):  # type: ignore[no-untyped-def]
+    async def stream_stateless(request: Request, body: RunRequest) -> StreamingResponse:
         """A run on a new thread of its own, streamed; the thread is deleted when the run ends
         (unless "on_completion": "keep")."""
         run, _ = await start_stateless(request, body)
         return await run_events(run, body)
 
     @api_router.post("/runs/wait", tags=["stateless runs"])
-    async def wait_stateless(request: Request, body: RunRequest):  # type: ignore[no-untyped-def]
+    async def wait_stateless(request: Request, body: RunRequest):
         """A run on a new thread of its own, answered with its values."""
         run, cleanup = await start_stateless(request, body, awaited=True)
         await asyncio.to_thread(run.done.wait)
@@ -375,7 +381,9 @@ def routes() -> APIRouter:
         if body.status is not None:
             if body.thread_id or body.run_ids:
                 raise UsageError('give either "status", or "thread_id" and "run_ids"')
-            chosen = [r for r in runs.running_here() if body.status in ("all", r.status)]
+            chosen: list[AnyRun] = [
+                r for r in runs.running_here() if body.status in ("all", r.status)
+            ]
         elif body.thread_id is not None and body.run_ids:
             chosen = [runs.get(body.thread_id, run_id) for run_id in body.run_ids]
         else:
@@ -502,8 +510,8 @@ def _matching(views: list[ThreadView], body: ThreadSearch) -> list[ThreadView]:
         if all(v.metadata.get(k) == value for k, value in wanted.items())
         and (body.ids is None or v.thread_id in body.ids)
     ]
-    if body.sort_by:
-        found.sort(key=lambda v: getattr(v, body.sort_by), reverse=body.sort_order != "asc")
+    if sort_by := body.sort_by:
+        found.sort(key=lambda v: getattr(v, sort_by), reverse=body.sort_order != "asc")
     return found
 
 
@@ -515,7 +523,7 @@ def _selected(thread: dict, body: ThreadSearch) -> bool:
 
 
 def _sse(run: Run, *, cancel_on_disconnect: bool) -> StreamingResponse:
-    async def frames():  # type: ignore[no-untyped-def]
+    async def frames() -> AsyncIterator[bytes]:
         async for name, data in stream_events(run, cancel_on_disconnect=cancel_on_disconnect):
             yield sse(name, data)
 
@@ -554,7 +562,7 @@ def _recorded_outcome(settings: Settings, record: RunRecord) -> Any:
 def _record_sse(runs: Runs, record: RunRecord) -> StreamingResponse:
     """A run this server does not run: its metadata, then (when it ends) its values or error."""
 
-    async def frames():  # type: ignore[no-untyped-def]
+    async def frames() -> AsyncIterator[bytes]:
         yield sse("metadata", {"run_id": record.run_id, "attempt": 1})
         try:
             run = await _ended(runs, record.thread_id, record.run_id)

@@ -3,6 +3,7 @@ read back. Messages travel as their pydantic dump (`type`, `content`, `id`, `too
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, convert_to_messages
@@ -33,7 +34,7 @@ def interrupt_json(interrupt: Interrupt) -> dict:
     return {"value": jsonable(interrupt.value), "id": interrupt.id}
 
 
-def checkpoint_json(config: dict | None) -> dict | None:
+def checkpoint_json(config: Mapping[str, Any] | None) -> dict | None:
     configurable = (config or {}).get("configurable") or {}
     if not configurable.get("thread_id") or not configurable.get("checkpoint_id"):
         return None
