@@ -15,6 +15,7 @@ from app.service.context import make_context
 from app.service.memory import open_memory
 from app.service.session import ChatSession
 from app.store import open_checkpointer
+from graphs.catalog import STRATEGY_NAMES
 from graphs.reflexion.state import Lesson, Verdict
 from tests.conftest import run_cli
 from tests.fakes import ScriptedChatModel
@@ -148,7 +149,8 @@ def test_graph_prints_each_strategy_as_mermaid():
     assert "classify -.-> calculator" in run_cli("graph", "--strategy", "routed").stdout.decode()
     bad = run_cli("graph", "--strategy", "nope")
     assert bad.returncode == 2
-    assert "'nope' is not one of 'react', 'plan', 'reflexion', 'routed'" in bad.stderr.decode()
+    choices = ", ".join(repr(name) for name in STRATEGY_NAMES)
+    assert f"'nope' is not one of {choices}" in bad.stderr.decode()
 
 
 def test_chat_with_strategy_plan_from_the_command_line():

@@ -24,8 +24,10 @@ from app.cli.options import (
     examples,
 )
 from app.cli.tables import Column, fitted_table
+from graphs.catalog import DEFAULT_STRATEGY
 
 commands = command_group()
+DEFAULT_GRAPH = Strategy(DEFAULT_STRATEGY)
 
 
 @commands.command("graph", epilog=examples("graph", "graph --strategy plan"))
@@ -33,7 +35,7 @@ def draw_graph(
     ctx: typer.Context,
     strategy: Annotated[
         Strategy, typer.Option("--strategy", help="Which strategy's graph.")
-    ] = Strategy.react,
+    ] = DEFAULT_GRAPH,
 ) -> None:
     """A strategy's state machine as a Mermaid diagram.
 

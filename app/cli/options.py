@@ -12,6 +12,7 @@ import annotated_types
 import typer
 
 from app.cli.hints import PROGRAM
+from graphs.catalog import STRATEGY_NAMES
 from graphs.run_settings import ApprovalPolicy, definition, env_name
 
 
@@ -33,13 +34,8 @@ def chosen(choice: StrEnum | None) -> str | None:
     return None if choice is None else choice.value
 
 
-class Strategy(StrEnum):
-    """The names in graphs/strategies.py (kept here so --help needs no LangGraph)."""
-
-    react = "react"
-    plan = "plan"
-    reflexion = "reflexion"
-    routed = "routed"
+# The strategies' names (graphs/catalog.py finds them without LangGraph, so --help stays quick).
+Strategy = StrEnum("Strategy", {name: name for name in STRATEGY_NAMES})
 
 
 class ToolProtocol(StrEnum):
