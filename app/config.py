@@ -14,7 +14,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from app.db.location import DatabaseLocation, parse_location
 from app.errors import ConfigError
-from app.server.hosts import host_name
+from app.hosts import host_name
 from graphs.catalog import DEFAULT_STRATEGY, STRATEGY_NAMES
 from graphs.run_settings import ENV_PREFIX, RunSettings, env_name
 from graphs.spec import RunSpec
