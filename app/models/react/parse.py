@@ -123,7 +123,10 @@ def _read_steps(
             invalid.append(InvalidAction(None, value, f"{problem}. {FORMAT_HINT}"))
         else:
             outcome = _action(pending, value, tools)
-            (actions if isinstance(outcome, ParsedAction) else invalid).append(outcome)
+            if isinstance(outcome, ParsedAction):
+                actions.append(outcome)
+            else:
+                invalid.append(outcome)
             pending = None
     if pending is not None:
         invalid.append(_missing_input(pending))
