@@ -1,10 +1,8 @@
 """One source per name: every list of strategies (the CLI's choices, the settings, the assistants, the
-portable graphs, the web page, the deployment files) is the registry's, and the tests take the tool
-names from `tools.default_tools`."""
+portable graphs, the web page) is the registry's; tests/test_aegra.py checks the deployment files."""
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -15,7 +13,6 @@ from graphs.catalog import DEFAULT_STRATEGY, STRATEGY_NAMES, Strategy
 from graphs.strategies import STRATEGIES
 
 ROOT = Path(__file__).resolve().parents[1]
-DEPLOYMENT_FILES = ("langgraph.json", "aegra.json")
 
 
 def test_the_catalog_names_the_strategies_the_registry_loads_default_first():
@@ -42,12 +39,6 @@ def test_the_portable_module_serves_each_strategy_under_its_name():
     assert set(portable.GRAPHS) == set(STRATEGIES)
     for name in STRATEGIES:
         assert getattr(portable, name) is portable.GRAPHS[name]
-
-
-@pytest.mark.parametrize("name", DEPLOYMENT_FILES)
-def test_each_deployment_file_names_the_registered_graphs(name: str):
-    graphs = json.loads((ROOT / name).read_text())["graphs"]
-    assert graphs == {s.graph_id: f"./app/portable.py:{s.name}" for s in STRATEGIES.values()}
 
 
 def test_the_web_page_takes_the_strategies_and_the_default_from_the_server():
