@@ -14,7 +14,8 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from app.db.location import DatabaseLocation, parse_location
 from app.errors import ConfigError
-from app.server.hosts import host_name
+from app.hosts import host_name
+from graphs.catalog import DEFAULT_STRATEGY, STRATEGY_NAMES
 from graphs.run_settings import ENV_PREFIX, RunSettings, env_name
 from graphs.spec import RunSpec
 
@@ -55,10 +56,6 @@ def data_home(start: Path | None = None) -> DataHome:
     )
 
 
-# The names in graphs/strategies.py STRATEGIES (kept here so settings load without LangGraph).
-StrategyName = Literal["react", "plan", "reflexion", "routed"]
-
-
 class Settings(RunSettings, BaseSettings):
     """The environment's settings: every run setting (graphs/run_settings.py) and the
     process's own (where the database is, the tools' back ends, the server's limits)."""
@@ -87,7 +84,7 @@ class Settings(RunSettings, BaseSettings):
     memory_scope: Literal["none", "user"] = "none"
     weather_backend: Literal["offline", "open-meteo"] = "offline"
     busy_timeout: float = Field(5.0, ge=0, le=3600)
-    strategy: StrategyName = "react"
+    strategy: str = DEFAULT_STRATEGY
     api_token: SecretStr | None = Field(None, description="bearer token the HTTP server requires")
     allowed_hosts: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="Host names the HTTP server answers besides loopback"
@@ -142,6 +139,15 @@ class Settings(RunSettings, BaseSettings):
             value = value.replace(",", " ").split()
         if isinstance(value, list | tuple):
             return [host_name(str(name)) for name in value]
+        return value
+
+    @field_validator("strategy")
+    @classmethod
+    def _known_strategy(cls, value: str) -> str:
+        if value not in STRATEGY_NAMES:
+            *others, last = (repr(name) for name in STRATEGY_NAMES)
+            listed = f"{', '.join(others)} or {last}" if others else last
+            raise ValueError(f"Input should be {listed}")
         return value
 
     @field_validator("workspace")

@@ -17,9 +17,10 @@ from langchain_core.language_models import BaseChatModel
 from app.config import load_settings
 from app.service.context import only_tools
 from graphs.shared.live import set_resolver
+from graphs.shared.skeleton import StrategyGraph
 from graphs.spec import RunSpec
 from graphs.state import AgentContext
-from graphs.strategies import get_strategy
+from graphs.strategies import STRATEGIES
 
 _registered_models: dict[str, BaseChatModel] = {}
 
@@ -45,8 +46,7 @@ def resolve(spec: RunSpec) -> AgentContext:
 
 set_resolver(resolve)
 
-# The graphs langgraph.json names (`waypoint` is the tool loop).
-react = get_strategy("react").build(None)
-plan = get_strategy("plan").build(None)
-reflexion = get_strategy("reflexion").build(None)
-routed = get_strategy("routed").build(None)
+# The graphs langgraph.json and aegra.json name, one per strategy under its own name (`react` is
+# served as `waypoint`); the servers read them with getattr, so they need not be written out here.
+GRAPHS: dict[str, StrategyGraph] = {name: s.build(None) for name, s in STRATEGIES.items()}
+globals().update(GRAPHS)

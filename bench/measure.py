@@ -1,7 +1,9 @@
-"""Small measuring helpers: order statistics, timing, and what a SQLite file holds."""
+"""Small measuring helpers: order statistics, timing, what a SQLite file holds and how large a
+turn's messages are as JSON."""
 
 from __future__ import annotations
 
+import json
 import math
 import sqlite3
 import statistics
@@ -60,3 +62,15 @@ def row_counts(db_path: Path) -> tuple[int, int]:
     finally:
         connection.close()
     return checkpoints, writes
+
+
+def message_json_bytes(messages: list, window: int) -> float:
+    """Mean JSON size (langchain `messages_to_dict`) of one turn, over the last `window` turns."""
+    from langchain_core.messages import messages_to_dict
+
+    starts = [i for i, m in enumerate(messages) if m.type == "human"]
+    if not starts:
+        return 0.0
+    recent = starts[-window:]
+    chunk = messages[recent[0] :]
+    return len(json.dumps(messages_to_dict(chunk)).encode()) / len(recent)

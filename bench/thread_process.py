@@ -21,7 +21,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from bench.measure import timed
+from bench.measure import message_json_bytes, timed
 
 
 def serve(variant: str, db_path: Path) -> None:
@@ -32,7 +32,6 @@ def serve(variant: str, db_path: Path) -> None:
         head_messages,
         settle_process,
     )
-    from bench.workloads import message_json_bytes
 
     makers: dict[str, type[SessionRunner | GraphRunner | BaselineRunner]] = {
         "session": SessionRunner,

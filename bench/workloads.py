@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -123,18 +122,6 @@ def _thread_figures(
         "checkpoint_rows": checkpoints,
         "write_rows": writes,
     }
-
-
-def message_json_bytes(messages: list, window: int) -> float:
-    """Mean JSON size (langchain `messages_to_dict`) of one turn, over the last `window` turns."""
-    from langchain_core.messages import messages_to_dict
-
-    starts = [i for i, m in enumerate(messages) if m.type == "human"]
-    if not starts:
-        return 0.0
-    recent = starts[-window:]
-    chunk = messages[recent[0] :]
-    return len(json.dumps(messages_to_dict(chunk)).encode()) / len(recent)
 
 
 def listings(threads: int, long_dbs: dict[str, Path], workdir: Path, repeats: int) -> dict:

@@ -1,87 +1,39 @@
-"""The agent strategies by name: how each graph is built, which per-turn fields its input resets, and
-its Mermaid diagram. Every graph shares AgentState's fields, nodes and checkpointer."""
+"""The strategy registry: every strategy by name (each package's graphs/<name>/strategy.py, found
+by graphs/catalog.py), which per-turn fields its input resets, and its Mermaid diagram. Every graph
+shares AgentState's fields, nodes and checkpointer."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, get_args
+from importlib import import_module
+from typing import get_args
 
-from langchain_core.messages import AnyMessage, ToolCall
+from langchain_core.messages import AnyMessage
 from langchain_core.runnables.graph import Graph
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from graphs.plan.graph import build_plan_graph
-from graphs.plan.nodes import next_step_calls
-from graphs.plan.state import PLAN_TURN_RESET
+from graphs.catalog import DEFAULT_STRATEGY, STRATEGY_MODULE, STRATEGY_NAMES, Strategy
 from graphs.react.graph import build_graph
-from graphs.reflexion.graph import build_reflexion_graph
-from graphs.reflexion.state import REFLEXION_TURN_RESET
-from graphs.routed.graph import build_routed_graph
-from graphs.routed.state import ROUTED_TURN_RESET
 from graphs.shared.closing import ErrorRoute
 from graphs.shared.skeleton import StrategyGraph
 from graphs.state import turn_input
 
-DEFAULT_STRATEGY = "react"
+__all__ = ["DEFAULT_STRATEGY", "STRATEGIES", "Strategy", "get_strategy"]
+
 ERROR_HANDLER = (
     "__default_error_handler__"  # LangGraph's node for set_node_defaults(error_handler=)
 )
-Builder = Callable[[BaseCheckpointSaver | None], StrategyGraph]
 
 
-@dataclass(frozen=True)
-class Strategy:
-    name: str
-    summary: str
-    build: Builder
-    turn_reset: Mapping[str, Any] = field(default_factory=dict)
-    # Nodes that run the tool loop as a subgraph (drawn as a second diagram).
-    subgraph_nodes: tuple[str, ...] = ()
-    # The node before which `replay` asks about re-running side-effect tools (None: the calls are
-    # asked one by one through the approval interrupt, for tools that run inside a subgraph),
-    # and the calls that node is about to run.
-    replay_gate: str | None = None
-    gate_calls: Callable[[dict], list[ToolCall]] = lambda values: []
+def _load(name: str) -> Strategy:
+    strategy = import_module(f"graphs.{name}.{STRATEGY_MODULE}").STRATEGY
+    if not isinstance(strategy, Strategy) or strategy.name != name:
+        raise TypeError(
+            f"graphs/{name}/{STRATEGY_MODULE}.py must define STRATEGY = Strategy(name={name!r}, ...)"
+        )
+    return strategy
 
 
-STRATEGIES: dict[str, Strategy] = {
-    s.name: s
-    for s in (
-        Strategy(
-            "react",
-            "the tool loop: one model step at a time",
-            build_graph,
-            {},
-            (),
-            "tools",
-            lambda values: list(values["messages"][-1].tool_calls),
-        ),
-        Strategy(
-            "plan",
-            "Plan-and-Solve: a whole plan, executed step by step, then an answer",
-            build_plan_graph,
-            PLAN_TURN_RESET,
-            (),
-            "executor",
-            next_step_calls,
-        ),
-        Strategy(
-            "reflexion",
-            "attempt, evaluate, reflect, attempt again with the lessons",
-            build_reflexion_graph,
-            REFLEXION_TURN_RESET,
-            ("attempt",),
-        ),
-        Strategy(
-            "routed",
-            "classify first: arithmetic to the calculator, small talk to an answer",
-            build_routed_graph,
-            ROUTED_TURN_RESET,
-            ("tool_loop",),
-        ),
-    )
-}
+STRATEGIES: dict[str, Strategy] = {name: _load(name) for name in STRATEGY_NAMES}
 
 
 class UnknownStrategyError(ValueError):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
@@ -11,17 +13,16 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, Field
 
-# The tools default_tools(workspace) binds, in order; several test files pin this list.
-TOOL_NAMES = [
-    "calculator",
-    "get_weather",
-    "read_file",
-    "write_file",
-    "edit_file",
-    "list_files",
-    "current_time",
-    "run_python",
-]
+
+def _default_tool_names() -> list[str]:
+    from tools import default_tools
+
+    return [tool.name for tool in default_tools(Path(tempfile.gettempdir()) / "unused-workspace")]
+
+
+# The tools default_tools(workspace) binds, in order (from the registry itself: a new tool is
+# not a list to update in the tests).
+TOOL_NAMES = _default_tool_names()
 
 
 class ScriptExhaustedError(BaseException):

@@ -302,7 +302,8 @@ def test_which_budget_wins() -> None:
     ceiling = ContextWindow(131_072, "the training context", exact=False)
     fit_8192 = context_budget(budget_context(exact))
 
-    assert 5000 < fit_8192 < 8192  # a detected running window replaces the default (32,000)
+    # a detected running window replaces the default (32,000)
+    assert fit_8192 == int((8192 - 1024) * 0.85) - overhead_tokens(budget_context(exact))
     assert context_budget(budget_context(exact, 3000, explicit=True)) == 3000  # explicit wins
     assert context_budget(budget_context(ceiling)) == 32_000  # a training maximum only caps
     assert context_budget(budget_context(None)) == 32_000

@@ -31,7 +31,7 @@ from tools.errors import ToolError
 from tools.weather import get_weather
 
 PROMPT = "You are Waypoint, a careful assistant."
-VALID_TOOLS = "calculator, current_time, edit_file, get_weather, list_files, read_file, run_python, write_file"
+VALID_TOOLS = ", ".join(sorted(TOOL_NAMES))  # as the errors list them
 
 
 class Turns:

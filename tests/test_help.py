@@ -9,6 +9,7 @@ import pytest
 from typer.main import get_command
 
 from app.cli.main import app
+from graphs.catalog import STRATEGY_NAMES
 from tests.conftest import run_cli
 
 
@@ -45,7 +46,7 @@ def test_chat_help_shows_the_choices_of_enumerated_options():
     text = run_cli("chat", "--help", columns=80).stdout.decode()
     assert "--approve <ask|auto|never>" in text
     assert "--tool-protocol <native|react>" in text
-    assert "--strategy <react|plan|reflexion|routed>" in text
+    assert f"--strategy <{'|'.join(STRATEGY_NAMES)}>" in text
     assert "--model offline|openai:NAME" in text and "openai:gpt-4o-mini" in text
 
 

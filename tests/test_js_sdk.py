@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from graphs.strategies import STRATEGIES
 from tests.server_process import running_server
 
 JS = Path(__file__).resolve().parent / "js"
@@ -66,7 +67,7 @@ def seen(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 
 def test_the_js_sdk_finds_one_assistant_per_strategy(seen: dict):
-    assert seen["graphs"] == ["waypoint", "waypoint-plan", "waypoint-reflexion", "waypoint-routed"]
+    assert seen["graphs"] == sorted(strategy.graph_id for strategy in STRATEGIES.values())
 
 
 def test_a_streamed_turn_carries_every_requested_mode_and_the_answer(seen: dict):

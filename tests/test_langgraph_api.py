@@ -17,6 +17,7 @@ import httpx
 import pytest
 from langgraph_sdk import get_sync_client
 
+from graphs.strategies import STRATEGIES
 from tests.sdk_scenario import answer, run_scenario, user
 from tests.server_process import running_server
 
@@ -110,7 +111,7 @@ def wait_until_ok(base: str, process: subprocess.Popen, log: Path) -> None:
 
 def expected_outcome(tag: str) -> dict:
     return {
-        "graphs": ["waypoint", "waypoint-plan", "waypoint-reflexion", "waypoint-routed"],
+        "graphs": sorted(strategy.graph_id for strategy in STRATEGIES.values()),
         "context_fields": [
             "approval",
             "max_iterations",

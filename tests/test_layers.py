@@ -1,14 +1,14 @@
-"""Import layering: graphs/ imports nothing from app/; the services (app/service/) import no front
-end; the server imports nothing of the CLI; each CLI command module imports no other (app/cli/main.py
-assembles them); and nothing in graphs/ or app/ has an import cycle — counting imports made inside
-functions, which hide cycles."""
+"""Import layering: tools/ imports nothing of graphs/, app/ or bench/; graphs/ nothing of app/ or
+bench/; app/ nothing of bench/; below the front ends nothing imports app.cli or app.server (no
+arrow back up); the services (app/service/) import no front end; the server imports nothing of the
+CLI; each CLI command module imports no other (app/cli/main.py assembles them) and only
+app/cli/database.py opens the database; and there is no import cycle anywhere — counting imports
+made inside functions and for type checking, which hide cycles."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
-
-import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -64,17 +64,53 @@ def cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
-@pytest.mark.parametrize("packages", [("graphs",), ("app.models",), ("app",)])
-def test_no_import_cycle(packages: tuple[str, ...]):
+PACKAGES = ("app", "graphs", "tools", "bench")
+
+
+def import_graph(*packages: str) -> dict[str, set[str]]:
+    """Each module of `packages` and the project modules it imports."""
     known = modules(*packages)
-    graph = {name: imports(path, known) - {name} for name, path in known.items()}
-    assert cycle(graph) is None
+    return {name: imports(path, known) - {name} for name, path in known.items()}
+
+
+def test_no_import_cycle():
+    assert cycle(import_graph(*PACKAGES)) is None
+
+
+def test_the_cycle_finder_finds_a_cycle_through_three_modules():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert cycle(graph) == ["a", "b", "c", "a"]
+    assert cycle({"a": {"b"}, "b": set()}) is None
+
+
+def importers_of(layer: str, *above: str) -> dict[str, set[str]]:
+    """The modules of `layer` that import any of `above`, with what they import of it."""
+    found = {}
+    for name, targets in import_graph(*PACKAGES).items():
+        if name == layer or name.startswith(f"{layer}."):
+            wrong = {t for t in targets if t.startswith(above)}
+            if wrong:
+                found[name] = wrong
+    return found
+
+
+def test_the_tools_import_nothing_of_the_graphs_the_application_or_the_benchmarks():
+    assert importers_of("tools", "graphs", "app", "bench") == {}
 
 
 def test_the_graphs_import_nothing_from_the_application():
-    known = modules("graphs", "app")
-    for name, path in modules("graphs").items():
-        assert not {m for m in imports(path, known) if m.startswith("app")}, name
+    assert importers_of("graphs", "app", "bench") == {}
+
+
+def test_the_application_imports_nothing_of_the_benchmarks():
+    assert importers_of("app", "bench") == {}
+
+
+def test_below_the_front_ends_nothing_imports_them():
+    """app.config, app.service, app.db, … serve every front end: none of them imports one."""
+    for name, targets in app_imports().items():
+        if not name.startswith((*FRONT_ENDS, "app.__main__")):
+            assert not {t for t in targets if t.startswith(FRONT_ENDS)}, name
 
 
 FRONT_ENDS = ("app.cli", "app.server")
@@ -126,3 +162,13 @@ def test_a_run_config_is_written_in_one_place():
             ):
                 writers.add(name)
     assert writers == {"app.service.threads"}
+
+
+def test_the_cli_opens_the_database_through_one_helper():
+    """app/cli/database.py (`opened`, `database_of`) is the CLI's one caller of open_database."""
+    callers = set()
+    for name, path in modules("app.cli").items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Name) and node.id == "open_database":
+                callers.add(name)
+    assert callers == {"app.cli.database"}

@@ -9,13 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from graphs.catalog import STRATEGY_NAMES
 from tests.conftest import run_cli
 from tests.expected import assert_names_the_warmer_city
 from tests.offline_turns import Turns
 from tools.calculator.functions import FUNCTIONS
 from tools.weather import forecast
 
-STRATEGIES = ["react", "plan", "reflexion", "routed"]
+STRATEGIES = list(STRATEGY_NAMES)
 DEGREE = math.pi / 180
 
 # Every whitelisted function: (symbols, its value), then the same call in words (en, zh).

@@ -16,15 +16,11 @@ from pydantic import ValidationError
 from app import portable
 from app.errors import UsageError
 from graphs.spec import RunSpec
+from graphs.strategies import STRATEGIES
 from tests.fakes import ScriptedChatModel, ai_calls, call
 
 ROOT = Path(__file__).resolve().parents[1]
-GRAPHS = {
-    "waypoint": "react",
-    "waypoint-plan": "plan",
-    "waypoint-reflexion": "reflexion",
-    "waypoint-routed": "routed",
-}
+GRAPHS = {strategy.graph_id: name for name, strategy in STRATEGIES.items()}
 
 
 def compiled(name: str):  # type: ignore[no-untyped-def]

@@ -175,8 +175,7 @@ def test_unknown_tool_is_invalid_and_lists_the_valid_tools(specs: list[ReActTool
 
     assert (name, raw) == ("calc", '{"expression": "6*7"}')
     assert error == (
-        "there is no tool named 'calc'. Valid tools: calculator, get_weather, read_file, "
-        f"write_file, edit_file, list_files, current_time, run_python. {FORMAT_HINT}"
+        f"there is no tool named 'calc'. Valid tools: {', '.join(TOOL_NAMES)}. {FORMAT_HINT}"
     )
 
 

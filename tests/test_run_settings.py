@@ -20,6 +20,7 @@ from app.server.api import create_app
 from app.server.errors import ForbiddenError
 from app.server.standard.runs import _runtime, approval_policy
 from app.service.context import LIMITS, make_context
+from graphs.catalog import STRATEGY_NAMES
 from graphs.run_settings import DEFAULTS, RunSettings
 from graphs.shared.live import set_resolver
 from graphs.spec import RunSpec
@@ -108,7 +109,7 @@ def test_the_run_context_schema_shows_the_environments_defaults_and_says_so():
     assert all(field.get("description") for field in schema.values())
 
 
-@pytest.mark.parametrize("strategy", ["react", "plan", "reflexion", "routed"])
+@pytest.mark.parametrize("strategy", STRATEGY_NAMES)
 def test_every_graph_has_its_input_output_and_context_schemas(strategy: str):
     """pydantic makes them only from typing_extensions' TypedDict on Python 3.11 (langgraph dev's
     assistants.get_schemas asks for them)."""

@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 
 from app.config import load_settings
 from app.server.api import create_app
+from graphs.strategies import STRATEGIES
 from tests.expected import assert_names_the_warmer_city
 from tests.server_process import parse_sse
 from tools.weather import forecast
@@ -407,7 +408,7 @@ def test_assistants_are_the_strategies_with_langgraphs_ids(client: TestClient):
     found = client.post("/assistants/search", json={}).json()
     ids = {a["graph_id"]: a["assistant_id"] for a in found}
     assert ids["waypoint"] == "fa1f57a9-7612-5e7f-8c6b-4768848d3e9a"  # as langgraph dev's
-    assert set(ids) == {"waypoint", "waypoint-plan", "waypoint-reflexion", "waypoint-routed"}
+    assert set(ids) == {strategy.graph_id for strategy in STRATEGIES.values()}
     schemas = client.get(f"/assistants/{ids['waypoint-plan']}/schemas").json()
     approval = schemas["context_schema"]["properties"]["approval"]
     assert approval["anyOf"][0]["enum"] == ["ask", "auto", "never"]  # or null: the server's

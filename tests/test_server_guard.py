@@ -86,7 +86,7 @@ def test_lookalike_and_malformed_hosts_are_refused(host: str):
 def test_allowed_hosts_come_from_the_option_the_environment_and_the_bound_address(
     monkeypatch: pytest.MonkeyPatch,
 ):
-    from app.server.hosts import allowed_hosts
+    from app.hosts import allowed_hosts
 
     assert allowed_hosts("127.0.0.1") == {"localhost", "127.0.0.1", "::1"}
     assert allowed_hosts("0.0.0.0", ["Waypoint.LAN"]) == {
@@ -172,7 +172,7 @@ def test_the_servers_own_origin_and_clients_without_origin_may_change_state():
     assert client.post("/threads", json={"thread_id": "b"}).status_code == 200
     assert client.delete("/threads/a", headers=own).status_code == 204
 
-    from app.server.hosts import same_origin
+    from app.hosts import same_origin
 
     assert same_origin("http://[::1]:8000", "[::1]:8000")
     assert same_origin("https://waypoint.lan", "waypoint.lan")  # behind a TLS proxy

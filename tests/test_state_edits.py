@@ -17,7 +17,7 @@ from app.service.context import make_context
 from graphs.strategies import ERROR_HANDLER, STRATEGIES
 from tests.test_langgraph_api import langgraph_dev, needs_langgraph_cli, serve  # noqa: F401
 
-GRAPH_IDS = {"waypoint" if name == "react" else f"waypoint-{name}": name for name in STRATEGIES}
+GRAPH_IDS = {strategy.graph_id: name for name, strategy in STRATEGIES.items()}
 
 
 def editable_nodes(strategy: str) -> list[str]:

@@ -15,7 +15,9 @@ from app.service.context import make_context
 from app.service.memory import open_memory
 from app.service.session import ChatSession
 from app.store import open_checkpointer
+from graphs.catalog import DEFAULT_STRATEGY, STRATEGY_NAMES
 from graphs.reflexion.state import Lesson, Verdict
+from graphs.strategies import STRATEGIES
 from tests.conftest import run_cli
 from tests.fakes import ScriptedChatModel
 
@@ -57,7 +59,7 @@ def test_a_thread_keeps_its_strategy_and_an_override_is_announced():
         assert ChatSession(settings, saver, "s", make_context(settings)).strategy.name == "react"
 
 
-@pytest.mark.parametrize("strategy", ["plan", "reflexion", "routed"])
+@pytest.mark.parametrize("strategy", [n for n in STRATEGY_NAMES if n != DEFAULT_STRATEGY])
 def test_history_and_rollback_inside_a_strategy_thread(strategy: str):
     answers = seed("t", strategy, "what is 1 plus 1", "what is 2 plus 2")
     assert answers == ["1 + 1 = 2", "2 + 2 = 4"]
@@ -148,7 +150,8 @@ def test_graph_prints_each_strategy_as_mermaid():
     assert "classify -.-> calculator" in run_cli("graph", "--strategy", "routed").stdout.decode()
     bad = run_cli("graph", "--strategy", "nope")
     assert bad.returncode == 2
-    assert "'nope' is not one of 'react', 'plan', 'reflexion', 'routed'" in bad.stderr.decode()
+    choices = ", ".join(repr(name) for name in STRATEGY_NAMES)
+    assert f"'nope' is not one of {choices}" in bad.stderr.decode()
 
 
 def test_chat_with_strategy_plan_from_the_command_line():
@@ -181,7 +184,7 @@ def test_show_prints_a_plan_with_each_step_result():
     assert "plan 1. calculator expression: 6 * 7 + 2 → success: 44" in text
 
 
-@pytest.mark.parametrize("strategy", ["reflexion", "routed"])
+@pytest.mark.parametrize("strategy", [n for n, s in STRATEGIES.items() if s.subgraph_nodes])
 def test_replay_in_a_subgraph_strategy_asks_before_a_side_effect_runs_again(strategy: str):
     settings = load_settings()
     settings.workspace.mkdir(parents=True, exist_ok=True)

@@ -6,6 +6,7 @@ import os
 import time
 from dataclasses import dataclass
 
+from app.cli.database import database_of
 from app.config import Settings
 from app.errors import AppError
 from tools.sandbox import Sandbox
@@ -57,15 +58,13 @@ def _database_label(settings: Settings) -> str:
 
 
 def check_database(settings: Settings) -> Check:
-    from app.db import open_database
-
     location = settings.database
     if location.path is not None and not location.path.exists():
         return Check(
             "database", True, f"{location.path} does not exist yet; the first chat creates it"
         )
     try:
-        with open_database(location, settings.busy_timeout) as database:
+        with database_of(settings) as database:
             health = database.health()
     except AppError as exc:
         return Check("database", False, str(exc))

@@ -24,11 +24,13 @@ from app.cli.options import (
     examples,
 )
 from app.cli.tables import Column, fitted_table
+from graphs.catalog import DEFAULT_STRATEGY
 
 if TYPE_CHECKING:
     from langchain_core.tools import BaseTool
 
 commands = command_group()
+DEFAULT_GRAPH = Strategy(DEFAULT_STRATEGY)
 
 
 @commands.command("graph", epilog=examples("graph", "graph --strategy plan"))
@@ -36,7 +38,7 @@ def draw_graph(
     ctx: typer.Context,
     strategy: Annotated[
         Strategy, typer.Option("--strategy", help="Which strategy's graph.")
-    ] = Strategy.react,
+    ] = DEFAULT_GRAPH,
 ) -> None:
     """A strategy's state machine as a Mermaid diagram.
 

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import annotated_types
 import typer
 
 from app.cli.hints import PROGRAM
+from graphs.catalog import DEFAULT_STRATEGY, STRATEGY_NAMES
 from graphs.run_settings import ApprovalPolicy, definition, env_name
 
 
@@ -33,13 +34,12 @@ def chosen(choice: StrEnum | None) -> str | None:
     return None if choice is None else choice.value
 
 
-class Strategy(StrEnum):
-    """The names in graphs/strategies.py (kept here so --help needs no LangGraph)."""
-
-    react = "react"
-    plan = "plan"
-    reflexion = "reflexion"
-    routed = "routed"
+# The strategies' names, found by graphs/catalog.py without LangGraph (so --help stays quick);
+# the members exist at run time only, so a type checker sees a plain StrEnum.
+if TYPE_CHECKING:
+    Strategy = StrEnum
+else:
+    Strategy = StrEnum("Strategy", {name: name for name in STRATEGY_NAMES})
 
 
 class ToolProtocol(StrEnum):
@@ -85,8 +85,8 @@ StrategyOption = Annotated[
     Strategy | None,
     typer.Option(
         "--strategy",
-        help="How the agent works a turn (env APP_STRATEGY; default: the thread's own, react "
-        "for a new one).",
+        help="How the agent works a turn (env APP_STRATEGY; default: the thread's own, "
+        f"{DEFAULT_STRATEGY} for a new one).",
     ),
 ]
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from app.cli.database import database_of
 from app.cli.recap import RecapTurn, recap_turns, said_stored
 from app.config import Settings
 from app.db.unreadable import UnreadableCheckpointError
@@ -38,12 +39,11 @@ def glance(settings: Settings, thread_id: str) -> Glance | None:
     anyway."""
     if settings.database.is_postgres:
         return None
-    from app.db import open_database
     from app.service.history import MESSAGES, StoredStates, next_nodes
     from app.service.index import CheckpointIndex
 
     try:
-        with open_database(settings.database, settings.busy_timeout) as database:
+        with database_of(settings) as database:
             if not database.thread_exists(thread_id):
                 return Glance(0)
             index = CheckpointIndex(database, thread_id)

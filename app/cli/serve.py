@@ -18,7 +18,7 @@ from app.cli.options import (
     examples,
 )
 from app.errors import ConfigError
-from app.server.hosts import WILDCARD_ADDRESSES, allowed_hosts
+from app.hosts import WILDCARD_ADDRESSES, allowed_hosts
 
 if TYPE_CHECKING:
     from app.config import Settings

@@ -13,8 +13,9 @@ from typing import Annotated
 
 import typer
 
+from app.cli.database import opened
 from app.cli.hints import command, db_flag
-from app.cli.io import Invocation, load_settings
+from app.cli.io import Invocation
 from app.cli.options import DbOption, ThreadOption, command_group, examples
 from app.errors import UsageError
 from app.text import json_shown
@@ -49,11 +50,9 @@ def export(
 
     The JSON holds every branch and imports back exactly; Markdown is a readable transcript."""
     io: Invocation = ctx.obj
-    from app.db import open_database
     from app.service import api
 
-    settings = load_settings(db=db)
-    with open_database(settings.database, settings.busy_timeout) as database:
+    with opened(db) as (_, database):
         if format is ExportFormat.md:
             text = api.export_markdown(database, thread)
         else:
@@ -123,14 +122,12 @@ def import_(
 ) -> None:
     """Import a thread exported as JSON, under its own id or --as ID."""
     io: Invocation = ctx.obj
-    from app.db import open_database
     from app.service import api
     from app.service.archive import read_export_file
 
     data = read_export_file(file)
     thread = as_ or str(data.get("thread_id") or "")
-    settings = load_settings(db=db)
-    with open_database(settings.database, settings.busy_timeout) as database:
+    with opened(db) as (settings, database):
         report = api.import_thread(database, data, thread)
     io.err.print(
         f"imported thread [bold]{report.thread_id}[/bold]: {report.checkpoints} checkpoints, "

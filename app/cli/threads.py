@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from app.cli.database import database_of, opened
 from app.cli.hints import command, db_flag
 from app.cli.io import Invocation, load_settings
 from app.cli.options import DbOption, JsonOption, command_group, examples
@@ -27,7 +28,6 @@ def threads_list(ctx: typer.Context, db: DbOption = None, as_json: JsonOption = 
     A thread whose writer died mid-run is marked interrupted until its next turn."""
     io: Invocation = ctx.obj
     from app.cli.tables import threads_table
-    from app.db import open_database
     from app.service.threads import list_threads
 
     settings = load_settings(db=db)
@@ -42,7 +42,7 @@ def threads_list(ctx: typer.Context, db: DbOption = None, as_json: JsonOption = 
                 markup=False,
             )
         return
-    with open_database(settings.database, settings.busy_timeout) as database:
+    with database_of(settings) as database:
         threads = list_threads(database)
     if as_json:
         io.print_json([t.as_dict() for t in threads])
@@ -61,11 +61,9 @@ def threads_delete(
 
     Workspace files are left alone; `threads vacuum` shrinks the file afterwards."""
     io: Invocation = ctx.obj
-    from app.db import open_database
     from app.service import api
 
-    settings = load_settings(db=db)
-    with open_database(settings.database, settings.busy_timeout) as database:
+    with opened(db) as (settings, database):
         api.checkpoints(database, thread)  # it exists (before asking)
         if not _confirmed(f"Delete thread {thread} and all its checkpoints?", yes):
             io.err.print(f"nothing deleted: thread {thread} is as it was", markup=False)
@@ -115,11 +113,9 @@ def threads_prune(
 
     Every kept checkpoint still loads exactly as before; a thread being written is skipped."""
     io: Invocation = ctx.obj
-    from app.db import open_database
     from app.service.maintenance import prune
 
-    settings = load_settings(db=db)
-    with open_database(settings.database, settings.busy_timeout) as database:
+    with opened(db) as (_, database):
         report = prune(
             database,
             keep_last_turns=keep_last_turns,
@@ -151,11 +147,9 @@ def threads_vacuum(ctx: typer.Context, db: DbOption = None) -> None:
 
     SQLite: fold the WAL in and VACUUM the file. PostgreSQL: VACUUM the checkpoint tables."""
     io: Invocation = ctx.obj
-    from app.db import open_database
     from app.service.maintenance import vacuum
 
-    settings = load_settings(db=db)
-    with open_database(settings.database, settings.busy_timeout) as database:
+    with opened(db) as (settings, database):
         report = vacuum(database)
     io.err.print(
         f"{settings.database.label}: {report.bytes_before:,} → {report.bytes_after:,} bytes "

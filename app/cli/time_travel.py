@@ -3,14 +3,13 @@
 
 from __future__ import annotations
 
-import contextlib
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from app.cli.database import opened
 from app.cli.hints import command, db_flag
 from app.cli.io import Invocation, load_settings
 from app.cli.options import (
@@ -34,8 +33,6 @@ from app.errors import AgentRunError, UsageError
 from app.text import plural, shown
 
 if TYPE_CHECKING:
-    from app.config import Settings
-    from app.db.base import Database
     from app.service.index import CheckpointIndex
 
 commands = command_group()
@@ -62,16 +59,6 @@ ForceOption = Annotated[
 
 
 DEFAULT_TURNS_SHOWN = 20
-
-
-@contextlib.contextmanager
-def opened(db: str | None, **overrides: object) -> Iterator[tuple[Settings, Database]]:
-    """The settings of a command and its open database."""
-    from app.db import open_database
-
-    settings = load_settings(db=db, **overrides)
-    with open_database(settings.database, settings.busy_timeout) as database:
-        yield settings, database
 
 
 @commands.command(

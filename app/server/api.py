@@ -20,11 +20,11 @@ from fastapi.staticfiles import StaticFiles
 from app.config import Settings
 from app.db import open_database
 from app.errors import AppError, NotFoundError
+from app.hosts import allowed_hosts
 from app.server import schemas, timeline
 from app.server.diagram import graph_view
 from app.server.errors import error_body, status_for
 from app.server.guard import RequestGuard
-from app.server.hosts import allowed_hosts
 from app.server.openapi import document
 from app.server.params import ThreadId
 from app.server.standard import assistants, crons, store, threads

@@ -8,8 +8,8 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.hosts import parse_host, same_origin, shown
 from app.server.errors import ERROR_KINDS
-from app.server.hosts import parse_host, same_origin, shown
 
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 WITH_BODY = frozenset({"POST", "PUT", "PATCH"})

@@ -11,14 +11,14 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from tools.sandbox.limits import KIB
 from tools.sandbox.root import hidden_dirs, plan_root, setup_script
 from tools.sandbox.seccomp import keyring_filter, keyring_syscalls
 
 if TYPE_CHECKING:
-    from tools.sandbox.sandbox import Sandbox
+    from tools.sandbox.cgroup import TreeBounds
 
 ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "LANG": "C.UTF-8", "HOME": "/tmp"}
 
@@ -85,8 +85,27 @@ os.write(fd, ("done %d %.3f %d\n" % (code, cpu, host_uid)).encode())
 JOIN_CGROUP = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"'
 
 
+class Confinement(Protocol):
+    """What the command reads of a Sandbox (tools/sandbox/sandbox.py), which imports this module."""
+
+    python: Path
+    hide: tuple[Path, ...]
+    setpriv: str
+    unshare: str
+    prlimit: str
+    uid: int
+    gid: int
+    tmpfs_bytes: int
+    cpu_seconds: int
+    file_size_bytes: int
+    max_open_files: int
+
+    @property
+    def bounds(self) -> TreeBounds: ...
+
+
 def sandbox_command(
-    sandbox: Sandbox, status_fd: int, stderr_fd: int, cgroup_procs: Sequence[str] = ()
+    sandbox: Confinement, status_fd: int, stderr_fd: int, cgroup_procs: Sequence[str] = ()
 ) -> list[str]:
     """The argv that runs a program read from stdin in ``sandbox``; PID 1 reports on ``status_fd``
     and hands ``stderr_fd`` to the program as its stderr. With ``cgroup_procs`` the sandbox starts

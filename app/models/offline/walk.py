@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolCall, ToolMessage
 
@@ -155,53 +155,70 @@ TOOL_FOR_INTENT = {
 }
 
 
+# The calls of the intents whose arguments are in the request's own words, one dict per call.
+WORDED_ARGS: dict[str, Callable[[dict], list[dict]]] = {
+    "time": lambda args: [{}],
+    "list": lambda args: [{"path": "."}],
+    "weather": lambda args: [
+        {"city": city, "unit": args["unit"], "date": args["date"]} for city in args["cities"]
+    ],
+    "run_code": lambda args: [{"code": args["code"]}],
+    "search": lambda args: [{"query": args["query"], "max_results": 3}],
+    "remember": lambda args: [{"fact": args["fact"]}],
+    "recall": lambda args: [{"query": args["query"]}],
+    "read": lambda args: [{"path": args["path"]}],
+}
+
+
 def tool_args(intent: Intent, walk: Walk) -> list[dict] | None:
-    """The arguments of the calls `intent` makes at this point of the walk (None: none yet)."""
-    kind, args = intent.kind, intent.args
-    if kind == "calculate" and "then" in args:  # on the result of the calculation before it
-        done = walk.successful("calculator")
-        if not done:
-            return None
-        previous = done[-1][1]  # a negative result in parentheses: "-7" then "** 2" is (-7) ** 2
-        previous = f"({previous})" if previous.startswith("-") else previous
-        return [{"expression": f"{previous} {args['then']}"}]
-    if kind == "write" and args["content"] is None:
-        if incomplete(walk):
-            return None  # part of the results would read as all of them
-        # This turn's results, else the literal text, else "save that": the previous answer
-        # (only when saving is all the request asks: never an unrelated earlier answer).
-        alone = all(i.kind == "write" for i in walk.intents)
-        content = walk_summary(walk) or args.get("text") or (walk.earlier_answer if alone else "")
-        return [{"path": args["path"], "content": content}] if content else None
-    if kind == "compare":
+    """The arguments of the intent's calls, one dict per call; None when they need results the
+    walk does not hold (yet)."""
+    if intent.kind in WORDED_ARGS:
+        return WORDED_ARGS[intent.kind](intent.args)
+    if intent.kind == "calculate":
+        return _calculation_args(intent.args, walk)
+    if intent.kind == "write":
+        return _write_args(intent.args, walk)
+    if intent.kind == "compare":
         highs = [str(f["high"]) for f in compared_forecasts(walk)]
         return [{"expression": comparison_expression(highs)}] if highs else None
-    return walk_free_args(intent)
+    return None
 
 
 def walk_free_args(intent: Intent) -> list[dict] | None:
     """The arguments of the calls `intent` makes when they read nothing of the walk (None: they
     do, or it makes none)."""
     kind, args = intent.kind, intent.args
-    if kind == "time" or kind == "list":
-        return [{}] if kind == "time" else [{"path": "."}]
-    if kind == "weather":
-        return [{"city": c, "unit": args["unit"], "date": args["date"]} for c in args["cities"]]
-    if kind == "run_code":
-        return [{"code": args["code"]}]
-    if kind == "search":
-        return [{"query": args["query"], "max_results": 3}]
-    if kind == "remember":
-        return [{"fact": args["fact"]}]
-    if kind == "recall":
-        return [{"query": args["query"]}]
+    if kind in WORDED_ARGS:
+        return WORDED_ARGS[kind](args)
     if kind == "calculate" and "then" not in args:
         return [{"expression": args["expression"]}]
-    if kind == "read":
-        return [{"path": args["path"]}]
     if kind == "write" and args["content"]:
         return [{"path": args["path"], "content": args["content"]}]
     return None
+
+
+def _calculation_args(args: dict, walk: Walk) -> list[dict] | None:
+    if "then" not in args:
+        return [{"expression": args["expression"]}]
+    done = walk.successful("calculator")  # "then": on the result of the calculation before it
+    if not done:
+        return None
+    previous = done[-1][1]  # a negative result in parentheses: "-7" then "** 2" is (-7) ** 2
+    previous = f"({previous})" if previous.startswith("-") else previous
+    return [{"expression": f"{previous} {args['then']}"}]
+
+
+def _write_args(args: dict, walk: Walk) -> list[dict] | None:
+    content = args["content"]
+    if content is None and incomplete(walk):
+        return None  # part of the results would read as all of them
+    if content is None:
+        # This turn's results, else the literal text, else "save that": the previous answer
+        # (only when saving is all the request asks: never an unrelated earlier answer).
+        alone = all(i.kind == "write" for i in walk.intents)
+        content = walk_summary(walk) or args.get("text") or (walk.earlier_answer if alone else "")
+    return [{"path": args["path"], "content": content}] if content else None
 
 
 def compared_forecasts(walk: Walk) -> list[dict]:

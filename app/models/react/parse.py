@@ -85,8 +85,27 @@ def parse_react(text: str, tools: Sequence[ReActTool]) -> ParsedReply:
         return _format_error(text, "the reply is empty")
     head, final = _split_final_answer(text)
     matches = list(_MARKER.finditer(head))
-    preamble = _clean(head[: matches[0].start()] if matches else head)
-    thoughts: list[str] = [preamble]
+    thoughts, actions, invalid = _read_steps(head, matches, tools)
+    thought = "\n".join(t for t in thoughts if t)
+    if final is not None:
+        return _final_answer(text, thought, final, acted=bool(actions or invalid))
+    if actions or invalid:
+        return ParsedReply(text, thought, actions=tuple(actions), invalid=tuple(invalid))
+    if matches:
+        return _format_error(text, THOUGHT_ONLY)
+    if looks_like_action(text, tools):
+        return _format_error(
+            text, "the reply looks like a tool call but is not in the ReAct format"
+        )
+    return ParsedReply(text, final_answer=text)
+
+
+def _read_steps(
+    head: str, matches: list[re.Match[str]], tools: Sequence[ReActTool]
+) -> tuple[list[str], list[ParsedAction], list[InvalidAction]]:
+    """The thoughts, the actions and the format mistakes of the marked lines before the answer,
+    in order (the text before the first marker is a thought too)."""
+    thoughts = [_clean(head[: matches[0].start()] if matches else head)]
     actions: list[ParsedAction] = []
     invalid: list[InvalidAction] = []
     pending: str | None = None  # the tool named by an `Action:` line, until its input is read
@@ -111,22 +130,16 @@ def parse_react(text: str, tools: Sequence[ReActTool]) -> ParsedReply:
             pending = None
     if pending is not None:
         invalid.append(_missing_input(pending))
-    thought = "\n".join(t for t in thoughts if t)
-    if final is not None:
-        if actions or invalid:
-            return _format_error(text, "the reply has both an Action and a Final Answer")
-        if not final:
-            return _format_error(text, "the Final Answer is empty")
-        return ParsedReply(text, thought, final_answer=final)
-    if actions or invalid:
-        return ParsedReply(text, thought, actions=tuple(actions), invalid=tuple(invalid))
-    if matches:
-        return _format_error(text, THOUGHT_ONLY)
-    if looks_like_action(text, tools):
-        return _format_error(
-            text, "the reply looks like a tool call but is not in the ReAct format"
-        )
-    return ParsedReply(text, final_answer=text)
+    return thoughts, actions, invalid
+
+
+def _final_answer(text: str, thought: str, final: str, *, acted: bool) -> ParsedReply:
+    """A reply with a `Final Answer:`, which must neither act too nor be empty."""
+    if acted:
+        return _format_error(text, "the reply has both an Action and a Final Answer")
+    if not final:
+        return _format_error(text, "the Final Answer is empty")
+    return ParsedReply(text, thought, final_answer=final)
 
 
 def is_thought_only(reply: ParsedReply) -> bool:

@@ -38,9 +38,8 @@ class ReActTool:
 def schema_errors(value: Any, schema: dict[str, Any], where: str = "") -> list[str]:
     """Violations of the JSON-schema subset tools use (type, enum, required, properties, items)."""
     label = where or "arguments"
-    for key in ("anyOf", "oneOf"):
-        if key in schema and all(schema_errors(value, s, where) for s in schema[key]):
-            return [f"{label}: {json.dumps(value)} does not match any allowed form"]
+    if _matches_no_alternative(value, schema, where):
+        return [f"{label}: {json.dumps(value)} does not match any allowed form"]
     errors = [e for sub in schema.get("allOf", []) for e in schema_errors(value, sub, where)]
     if "enum" in schema and value not in schema["enum"]:
         allowed = json.dumps(schema["enum"], ensure_ascii=False)
@@ -49,20 +48,35 @@ def schema_errors(value: Any, schema: dict[str, Any], where: str = "") -> list[s
     if expected and not _has_type(value, expected):
         return [*errors, f"{label}: expected {expected}, got {json_type(value)}"]
     if isinstance(value, dict):
-        properties = schema.get("properties", {})
-        extra = schema.get("additionalProperties")
-        missing = [n for n in schema.get("required", []) if n not in value]
-        errors += [f"{_join(where, n)}: required argument is missing" for n in missing]
-        for name, item in value.items():
-            if name in properties:
-                errors += schema_errors(item, properties[name], _join(where, name))
-            elif extra is False:
-                errors.append(f"{_join(where, name)}: unknown argument")
-            elif isinstance(extra, dict):
-                errors += schema_errors(item, extra, _join(where, name))
+        errors += _object_errors(value, schema, where)
     if isinstance(value, list) and isinstance(schema.get("items"), dict):
         for index, item in enumerate(value):
             errors += schema_errors(item, schema["items"], f"{label}[{index}]")
+    return errors
+
+
+def _matches_no_alternative(value: Any, schema: dict[str, Any], where: str) -> bool:
+    """The schema offers alternatives (anyOf, oneOf) and the value fits none of them."""
+    return any(
+        key in schema and all(schema_errors(value, s, where) for s in schema[key])
+        for key in ("anyOf", "oneOf")
+    )
+
+
+def _object_errors(value: dict, schema: dict[str, Any], where: str) -> list[str]:
+    """Missing required arguments, then each argument against its property (or the schema's
+    additionalProperties)."""
+    properties = schema.get("properties", {})
+    extra = schema.get("additionalProperties")
+    missing = [n for n in schema.get("required", []) if n not in value]
+    errors = [f"{_join(where, n)}: required argument is missing" for n in missing]
+    for name, item in value.items():
+        if name in properties:
+            errors += schema_errors(item, properties[name], _join(where, name))
+        elif extra is False:
+            errors.append(f"{_join(where, name)}: unknown argument")
+        elif isinstance(extra, dict):
+            errors += schema_errors(item, extra, _join(where, name))
     return errors
 
 

@@ -24,12 +24,7 @@ from graphs.strategies import STRATEGIES, drawing
 
 # LangGraph's namespace for an assistant made from a graph (uuid5(namespace, graph id)).
 GRAPH_NAMESPACE = uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
-GRAPH_IDS = {
-    "react": "waypoint",
-    "plan": "waypoint-plan",
-    "reflexion": "waypoint-reflexion",
-    "routed": "waypoint-routed",
-}
+GRAPH_IDS = {name: strategy.graph_id for name, strategy in STRATEGIES.items()}
 STARTED = datetime.now(UTC).isoformat()
 
 

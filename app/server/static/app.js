@@ -32,6 +32,7 @@ function setStatus(text, kind = "") {
 // Threads, runs and their events are the LangGraph Server API's (app/server/standard/); the
 // timeline, rollback, fork and replay are Waypoint's own routes (app/server/api.py).
 //   strategies() → [{strategy, graph_id, description}] (one assistant per strategy)
+//   defaultStrategy() → the strategy a thread without one runs (after strategies())
 //   listThreads() → [{thread_id, title, turns}]
 //   getThread(id) → {thread_id, turns, strategy, approvals: [{id, name, args, reason}],
 //                    messages: [{type: "human"|"ai"|"tool", content, tool_calls?: [{id, name, args}],
@@ -104,8 +105,10 @@ function serverApi({ onUnauthorized }) {
   }
 
   const thread = (id) => `/threads/${encodeURIComponent(id)}`;
-  // The assistants of the LangGraph Server API, one per strategy: strategy → graph id.
+  // The assistants of the LangGraph Server API, one per strategy: strategy → graph id. The server
+  // lists the default strategy's first (graphs/catalog.py): a thread that has none runs that one.
   const graphs = new Map();
+  const defaultStrategy = () => graphs.keys().next().value;
   // Nodes whose streamed text is the answer (as in the terminal: app/cli/render.py ANSWER_NODES).
   const ANSWER_NODES = new Set(["agent", "finalize", "failure_handler", "synthesizer", "calculator", "small_talk"]);
   const runs = new Map(); // thread id → the id of its run in progress (for Stop)
@@ -165,20 +168,21 @@ function serverApi({ onUnauthorized }) {
   }
 
   async function streamRun(id, { message, strategy }, onEvent) {
-    const own = strategy || summary(await json("GET", thread(id))).strategy || "react";
+    const own = strategy || summary(await json("GET", thread(id))).strategy || defaultStrategy();
     const body = { assistant_id: graphs.get(own), input: { messages: [{ role: "user", content: message }] }, if_not_exists: "create" };
     await runOn(id, body, onEvent);
   }
 
   // decisions: {call id: {action: "approve" | "edit" | "reject", args?, note?}}
   async function resume(id, decisions, onEvent) {
-    const own = summary(await json("GET", thread(id))).strategy || "react";
+    const own = summary(await json("GET", thread(id))).strategy || defaultStrategy();
     await runOn(id, { assistant_id: graphs.get(own), command: { resume: decisions } }, onEvent);
   }
 
   return {
     strategies,
-    graph: (strategy) => json("GET", `/graph?strategy=${encodeURIComponent(strategy || "react")}`),
+    defaultStrategy,
+    graph: (strategy) => json("GET", `/graph?strategy=${encodeURIComponent(strategy)}`),
     listThreads: async () => (await json("POST", "/threads/search", { limit: 200 })).map(summary),
     createThread: (id) => json("POST", "/threads", id ? { thread_id: id } : {}),
     getThread: async (id) => summary(await json("GET", thread(id))),
@@ -363,7 +367,8 @@ function settle(thread) {
   // Undo rolls back one turn: the first turn has nothing before it to go back to.
   $("undo").disabled = thread.turns < 2;
   $("undo").title = thread.turns < 2 ? "nothing to undo: the thread has no earlier turn" : "roll back the last turn";
-  if (state.strategy !== (thread.strategy || "react")) loadGraph(thread.strategy || "react");
+  const shown = thread.strategy || api.defaultStrategy();
+  if (state.strategy !== shown) loadGraph(shown);
 }
 
 async function settleRun(turn) {
@@ -892,7 +897,7 @@ $("fork-head").addEventListener("click", () => fork(null));
 
 // --- graph: drawn in the side panel (graph.js), enlarged in a dialog on click ----------------
 
-async function loadGraph(strategy = "react") {
+async function loadGraph(strategy) {
   state.strategy = strategy;
   const graph = await api.graph(strategy);
   if (state.strategy !== strategy) return;
@@ -921,7 +926,8 @@ async function loadStrategies() {
 
 async function refresh() {
   try {
-    await Promise.all([loadThreads(), loadGraph(), loadStrategies()]);
+    await loadStrategies(); // first: the graph shown before a thread is open is the default's
+    await Promise.all([loadThreads(), loadGraph(api.defaultStrategy())]);
     const wanted = decodeURIComponent(location.hash.slice(1));
     if (wanted) await openThread(wanted);
   } catch (error) {
