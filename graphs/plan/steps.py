@@ -28,6 +28,11 @@ REPLAN_INSTRUCTION = (
     "the failed call. Your steps are numbered from {next_number}; references to steps 1 to {done} "
     "keep their numbers."
 )
+CONTINUE_INSTRUCTION = (
+    "Steps 1 to {done} have run; their results are above. Your plan said more would follow: send "
+    "the steps that remain of the request, using what those results say. Your steps are numbered "
+    "from {next_number}; references to steps 1 to {done} keep their numbers."
+)
 INVALID_PLAN_INSTRUCTION = "Your plan was not valid: {error}\nSend a corrected plan."
 TOOL_LINE = "- {name}({signature}): {description}"
 
