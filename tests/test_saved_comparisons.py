@@ -16,9 +16,12 @@ from graphs.plan.state import Plan, PlanStep
 from graphs.plan.steps import CONTINUE_INSTRUCTION
 from graphs.state import AgentContext
 from graphs.strategies import STRATEGIES, get_strategy, strategy_turn_input
+from tests.conftest import run_cli
+from tests.expected import assert_names_the_warmer_city
 from tests.fakes import ScriptedChatModel
 from tests.offline_turns import TurnResult, Turns
 from tools import default_tools
+from tools.weather import forecast
 
 REQUESTS = {
     "two, en": "weather in Paris and Rome, which is warmer? save it to trip.txt",
@@ -117,3 +120,36 @@ def test_a_continued_plan_cannot_continue_again(tmp_path: Path) -> None:
     assert isinstance(asked_again[-1], SystemMessage)
     assert asked_again[-1].content == CONTINUE_INSTRUCTION.format(done=1, next_number=2)
     model.assert_done()
+
+
+CHAIN = "look up Paris and Tokyo, compute the difference, and save it to diff.txt"
+
+
+@pytest.mark.dated  # reruns on other pinned days: tests/test_pinned_dates.py
+@pytest.mark.parametrize("strategy", sorted(STRATEGIES))
+@pytest.mark.parametrize("after_recall", [False, True], ids=["fresh thread", "after a recall"])
+def test_the_readme_chain_saves_the_difference_naming_the_warmer_city(
+    isolated: Path, strategy: str, after_recall: bool
+) -> None:
+    if after_recall:
+        assert run_cli("chat", "-t", "one", "-m", "remember that my name is Ada").returncode == 0
+        recall = (
+            "chat",
+            "-t",
+            "two",
+            "--strategy",
+            strategy,
+            "-m",
+            "what do you remember about my name?",
+        )
+        assert "Ada" in run_cli(*recall).stdout.decode()
+
+    result = run_cli("chat", "-t", "two", "--strategy", strategy, "-m", CHAIN)
+
+    assert result.returncode == 0, result.stderr.decode()
+    saved = (isolated / "workspace" / "diff.txt").read_text(encoding="utf-8")
+    assert "memory" not in saved and "Ada" not in saved and "web_search" not in saved
+    paris, tokyo = forecast("Paris"), forecast("Tokyo")
+    for city in (paris, tokyo):
+        assert f"{city['city']} on {city['date']}: {city['condition']}" in saved
+    assert_names_the_warmer_city(saved, paris, tokyo, chinese=False)
