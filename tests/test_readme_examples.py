@@ -1,13 +1,6 @@
-"""Every command example of README.md and docs/commands.md runs, on the offline model, in a home of
-its own (a database with a thread `demo`, a workspace, documents, an MCP config), and shows what the
-page says: exit 0 (or the status in SHOWS) and the key text SHOWS lists for it.
-
-The examples are read from the pages' code blocks: every line that runs `waypoint` (or
-`python -m app`), with a leading `VAR=value`, an `echo … |` or a `> file` as a shell would take
-them. A new example is run with no edit here (checked for exit 0, output, no internal error); its
-key text goes into SHOWS. Placeholders a page uses for ids and paths are filled in by PLACES.
-What runs elsewhere (installs, the suite, `serve`'s process) is in ELSEWHERE with the test that
-covers it, and a check that the test exists."""
+"""Every command example in the code blocks of README.md and docs/commands.md runs in a home of its
+own, on the offline model, and shows what the page says (SHOWS): a new example runs with no edit
+here (checked for exit 0, some output and no internal error) until SHOWS names its key text."""
 
 from __future__ import annotations
 
@@ -22,7 +15,7 @@ import sys
 import time
 import tomllib
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -103,7 +96,7 @@ class Home:
     as in a clone) and a copy at tmp/agent.sqlite for the pages' `--db /tmp/agent.sqlite`."""
 
     root: Path
-    places: dict[str, str] = field(default_factory=dict)
+    places: dict[str, str]  # the pages' checkpoint ids → real ones (checkpoint_places)
 
 
 @contextlib.contextmanager
@@ -215,6 +208,7 @@ class Command:
 
 
 def parsed(line: str, home: Home) -> Command:
+    """The line as a shell would run it: leading `VAR=value`s, `echo … |` as stdin, `> file`."""
     words = shlex.split(line, comments=True)
     env: dict[str, str] = {}
     while re.fullmatch(r"[A-Z_]+=.*", words[0]):
@@ -226,12 +220,17 @@ def parsed(line: str, home: Home) -> Command:
         stdin, words = " ".join(words[1:bar]) + "\n", words[bar + 1 :]
     stdout_file = None
     if ">" in words:
-        stdout_file, words = words[words.index(">") + 1], words[: words.index(">")]
+        at = words.index(">")
+        stdout_file, words = words[at + 1], words[:at]
     words = words[1:] if words[0] == "waypoint" else words[3:]  # python -m app
-    args = [home.places.get(word, PATHS.get(word, word)) for word in words]
-    return Command(
-        [str(home.root / a) if a in PATHS.values() else a for a in args], env, stdin, stdout_file
-    )
+    return Command([filled(word, home) for word in words], env, stdin, stdout_file)
+
+
+def filled(word: str, home: Home) -> str:
+    """A placeholder checkpoint id made real; a path outside the home moved into it."""
+    if word in PATHS:
+        return str(home.root / PATHS[word])
+    return home.places.get(word, word)
 
 
 REPL_MESSAGE = "what is 6 times 7\n"  # what a REPL example is sent on stdin (one turn, then EOF)
