@@ -153,3 +153,13 @@ def test_the_readme_chain_saves_the_difference_naming_the_warmer_city(
     for city in (paris, tokyo):
         assert f"{city['city']} on {city['date']}: {city['condition']}" in saved
     assert_names_the_warmer_city(saved, paris, tokyo, chinese=False)
+
+
+def test_the_terminal_shows_the_rest_of_the_plan_when_it_comes(isolated: Path) -> None:
+    result = run_cli("chat", "-t", "trip", "--strategy", "plan", "-m", REQUESTS["two, en"])
+
+    shown = result.stderr.decode()
+    assert result.returncode == 0, shown
+    first, rest = shown.split("the rest of the plan, from the results:")
+    assert "3. calculator" in first and "write_file" not in first
+    assert "4. write_file path: trip.txt" in rest
