@@ -561,3 +561,68 @@ def test_the_examples_are_read_from_indented_and_fenced_blocks() -> None:
 
     assert lines == ["waypoint tools   # a comment", "echo hi | waypoint chat -t x"]
     assert len(EXAMPLES) > 60  # both pages were read
+
+
+# --- the requests "The offline model" lists ----------------------------------------------------
+
+SPAN = re.compile(r"`([^`]+)`")
+NOT_A_REQUEST = re.compile(r"^(?:offline|-.*|[\w]+_[\w]+|, )$")  # the model, flags, tool names
+REFUSED = {"5 km + 3 km", "2 plus"}  # "math it cannot read whole … is refused"
+# A follow-up is asked after what it follows, in the same thread (by the same user).
+FOLLOWS = {
+    "which is warmer?": "weather in Paris and Rome",
+    "温差多少？": "北京和上海的天气",
+    "what do you remember about colour?": "remember that my favourite colour is green",
+    "do you remember what my name is?": "remember that my name is Ada",
+}
+# A request whose tool starts a sandbox: run where sandboxes are counted, by the named test.
+SANDBOXED = {
+    "run this python: print(6*7)": "tests/test_render.py::"
+    "test_run_python_output_is_printed_once_in_the_answer_not_in_the_card",
+}
+
+
+def offline_requests() -> list[str]:
+    """Every request the README's "The offline model" section quotes (a span may break a line)."""
+    page = (REPO / "README.md").read_text(encoding="utf-8")
+    section = page.split("## The offline model", 1)[1].split("\n## ", 1)[0]
+    spans = [" ".join(s.split()) for s in SPAN.findall(section)]
+    return list(dict.fromkeys(s for s in spans if not NOT_A_REQUEST.match(s)))
+
+
+def test_the_offline_section_is_read_whole() -> None:
+    requests = offline_requests()
+
+    assert "weather in Paris and London tomorrow in fahrenheit" in requests  # across a line break
+    assert set(REFUSED) | set(FOLLOWS) | set(SANDBOXED) <= set(requests)
+    for named in SANDBOXED.values():
+        path, _, name = named.partition("::")
+        assert re.search(rf"^def {name}\(", (REPO / path).read_text(), re.MULTILINE)
+
+
+@pytest.mark.parametrize("request_text", [r for r in offline_requests() if r not in SANDBOXED])
+def test_the_offline_model_understands_each_request_the_readme_lists(
+    isolated: Path, request_text: str
+) -> None:
+    from app.models.offline.answers import fallback
+
+    if request_text in FOLLOWS:
+        assert run_cli("chat", "-t", "t", "-m", FOLLOWS[request_text]).returncode == 0
+    if re.match(r"search|look up|搜索", request_text):  # a search finds what the corpus holds
+        documents = {**DOCUMENTS, "beijing.md": "# 北京\n\n北京是中国的首都。\n"}
+        for name, content in documents.items():
+            (isolated / name).parent.mkdir(exist_ok=True)
+            (isolated / name).write_text(content, encoding="utf-8")
+        assert run_cli("corpus", "add", *documents).returncode == 0
+    if request_text == "read notes.txt":
+        (isolated / "workspace").mkdir(exist_ok=True)
+        (isolated / "workspace" / "notes.txt").write_text("hello", encoding="utf-8")
+
+    done = run_cli("chat", "-t", "t", "-m", request_text)
+
+    answer = done.stdout.decode()
+    assert answer.strip() not in {fallback(False), fallback(True)}, answer
+    if request_text in REFUSED:
+        assert "can't read" in answer and "as one whole calculation" in answer
+    else:
+        assert done.returncode == 0, done.stderr.decode() + answer
