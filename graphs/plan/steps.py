@@ -20,7 +20,9 @@ PLANNER_PROMPT = (
     "ordered list of steps, each one tool call with its arguments and a short reason. Use as few "
     "steps as the request needs, and no steps when no tool is needed. A string argument may use "
     "the result of an earlier step: {{step N}} is its whole text, {{step N.field}} one field of a "
-    "JSON result. At most {max_steps} steps.\n\nTools:\n{tools}"
+    "JSON result. When what a later step should do depends on what an earlier result says (which "
+    "of two values is larger, say), plan up to there and set continues: you are asked for the "
+    "rest once those steps have run. At most {max_steps} steps.\n\nTools:\n{tools}"
 )
 REPLAN_INSTRUCTION = (
     "Step {number} ({tool}) failed: {error}\nSteps 1 to {done} have run; their results are above. "
