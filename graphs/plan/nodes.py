@@ -38,7 +38,8 @@ SYNTHESIZE_INSTRUCTION = (
 
 
 def planner(state: PlanState, runtime: Runtime[AgentContext]) -> dict:
-    """Ask for a plan (or, after a failed step, for the rest of it) and validate it."""
+    """Ask for a plan (or its rest: after a failed step, or when the plan said it continues once
+    its steps have run) and validate it."""
     context = context_of(runtime)
     replanning, continuing = needs_replan(state), continues(state)
     done = len(state.get("step_results") or [])
