@@ -79,9 +79,9 @@ IN_PROCESS = [e for e in EXAMPLES if e not in SERVE and e not in MCP_SERVE]
 # --- a home for each example ------------------------------------------------------------------
 
 DEMO_TURNS = [  # thread demo, as the examples expect it: turns to list, roll back, replay and diff
-    ("weather in Paris and Tokyo, which is warmer?", "react"),
-    ('write "hello" to notes.txt', "react"),
-    ("what is 6 times 7", "react"),
+    "weather in Paris and Tokyo, which is warmer?",
+    'write "hello" to notes.txt',
+    "what is 6 times 7",
 ]
 DOCUMENTS = {
     "notes/release.md": "# Release checklist\n\nTag, build, publish the wheel.\n",
@@ -125,6 +125,7 @@ def must(*args: str) -> str:
 
 
 def build_home(root: Path) -> Home:
+    """What the examples name: thread demo, notes.txt, memories, documents, servers.json."""
     (root / "checkpoints").mkdir(parents=True)
     for name, content in DOCUMENTS.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
@@ -133,19 +134,11 @@ def build_home(root: Path) -> Home:
     servers = {"wp": mcp_server(root / "workspace")}
     (root / "servers.json").write_text(json.dumps({"mcpServers": servers}), encoding="utf-8")
     with inside(root):
-        for message, strategy in DEMO_TURNS:
-            must("chat", "-t", "demo", "--strategy", strategy, "-m", message)
-        must("chat", "-t", "me", "-m", "remember that my favourite colour is green")
-        must("chat", "-t", "me", "-m", "remember that my favourite colour is green")
-        must(
-            "chat",
-            "-t",
-            "alice-1",
-            "--user",
-            "alice",
-            "-m",
-            "remember that my favourite colour is green",
-        )
+        for message in DEMO_TURNS:
+            must("chat", "-t", "demo", "-m", message)
+        colour = "remember that my favourite colour is green"
+        must("chat", "-t", "me", "-m", colour)  # the OS user's memory
+        must("chat", "-t", "alice-1", "--user", "alice", "-m", colour)  # and alice's experience
         must("corpus", "add", *DOCUMENTS)
         must("export", "--thread", "demo", "--output", "demo.json")
         rows = json.loads(must("history", "--thread", "demo", "--all", "--json"))

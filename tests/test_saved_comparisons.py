@@ -125,7 +125,7 @@ def test_a_continued_plan_cannot_continue_again(tmp_path: Path) -> None:
 CHAIN = "look up Paris and Tokyo, compute the difference, and save it to diff.txt"
 
 
-@pytest.mark.dated  # reruns on other pinned days: tests/test_pinned_dates.py
+# Not `dated`: tests/test_offline_requests.py's chain tests rerun on other days (ties included).
 @pytest.mark.parametrize("strategy", sorted(STRATEGIES))
 @pytest.mark.parametrize("after_recall", [False, True], ids=["fresh thread", "after a recall"])
 def test_the_readme_chain_saves_the_difference_naming_the_warmer_city(
