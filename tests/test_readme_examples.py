@@ -469,7 +469,7 @@ def serving(command: Command, log: Path) -> Iterator[str]:
     """The serve example as a real process; yields the URL it says to open."""
     args = [LOCAL.get(a, a) for a in command.args]
     args += [] if "--port" in args else ["--port", "0"]
-    env = {**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1", **command.env}
+    env = {**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1", "COLUMNS": "200", **command.env}
     with open(log, "wb") as out:
         process = subprocess.Popen(
             [sys.executable, "-m", "app", *args], stdout=out, stderr=subprocess.STDOUT, env=env
@@ -491,12 +491,13 @@ def test_the_serve_examples_start_a_server_that_answers(example: Example, home: 
     command = parsed(example.line, home)
     token = command.env.get("APP_API_TOKEN")
     with inside(home.root), serving(command, home.root / "serve.log") as url:
-        page = httpx.get(url)
-        health = httpx.get(f"{url}health")
-        search = httpx.post(f"{url}threads/search", json={})
+        page = httpx.get(url, timeout=30)
+        health = httpx.get(f"{url}health", timeout=30)
+        search = httpx.post(f"{url}threads/search", json={}, timeout=30)
         allowed = httpx.post(
             f"{url}threads/search",
             json={},
+            timeout=30,
             headers={"Authorization": f"Bearer {token}"} if token else {},
         )
 
