@@ -23,6 +23,7 @@ FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
     "plan": (list, type(None)),
     "step_results": list,
     "replans": int,
+    "plan_continues": bool,
     "trial": int,
     "lessons": list,
     "verdict": (dict, type(None)),

@@ -41,6 +41,11 @@ REWORDED: list[tuple[Any, str, str]] = [
         "[reworded replan] {tool} (number {number}) broke: {error}. {done} done; go on at "
         "{next_number}.",
     ),
+    (
+        graphs.plan.nodes,
+        "CONTINUE_INSTRUCTION",
+        "[reworded continue] {done} ran; the rest from {next_number}.",
+    ),
     (graphs.plan.nodes, "INVALID_PLAN_INSTRUCTION", "[reworded invalid plan] {error}"),
     (graphs.plan.nodes, "EMPTY_PLAN", "[reworded empty plan] none at all? send it again if so"),
     (graphs.plan.nodes, "SYNTHESIZE_INSTRUCTION", "[reworded synthesize] Reply now."),
@@ -62,6 +67,7 @@ SCENARIOS: list[tuple[str, list[str], dict[str, Any], set[str] | None]] = [
     ("react", [COMPARISON], {"max_iterations": 1}, None),
     ("plan", NAME_TURNS, {"context_tokens": 200}, None),
     ("plan", [COMPARISON, "weather in Paris and Atlantis, which is warmer?"], {}, None),
+    ("plan", [f"{COMPARISON} save it to trip.txt"], {}, None),  # the plan continues
     # A plan may only use the tools the request offers: no get_weather here.
     ("plan", ["weather in Paris and 2 plus 3"], {}, {"calculator", "current_time"}),
     ("reflexion", ["read missing.txt", "what is 6 times 7"], {"max_trials": 2}, None),

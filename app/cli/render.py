@@ -58,6 +58,8 @@ def _plan_lines(event: dict) -> RenderableType:
     """The plan, a step a row: its number, then the tool and each argument in words (a reference
     to an earlier step's result said as such), wrapping under itself."""
     title = "re-plan of the remaining steps:" if event["replan"] else "plan:"
+    if event.get("continued"):
+        title = "the rest of the plan, from the results:"
     if not event["steps"]:
         return f"{title} no steps (answering without tools)"
     steps = Table.grid(padding=(0, 1))

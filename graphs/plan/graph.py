@@ -3,6 +3,7 @@
 START ─(over budget)─► summarize ─► planner
 START ─► planner ─┬─ valid plan ──► executor ─┬─ steps left ─────────► executor
                   │                           ├─ step failed (once) ─► planner (re-plan the rest)
+                  │                           ├─ plan continues (once) ► planner (the rest, from results)
                   │                           ├─ budget spent ───────► finalize ─► END
                   │                           └─ done ───────────────► synthesizer ─┬─► END
                   ├─ no steps ─────────────────────────────────────► synthesizer    └─ model error ─► retry

@@ -9,8 +9,9 @@ from typing import Any
 from langchain_core.messages import AIMessage, SystemMessage, ToolCall
 from langgraph.runtime import Runtime
 
-from graphs.plan.state import Plan, PlanState, needs_replan
+from graphs.plan.state import Plan, PlanState, continues, needs_replan
 from graphs.plan.steps import (
+    CONTINUE_INSTRUCTION,
     INVALID_PLAN_INSTRUCTION,
     REPLAN_INSTRUCTION,
     StepSkippedError,
@@ -40,12 +41,16 @@ SYNTHESIZE_INSTRUCTION = (
 
 
 def planner(state: PlanState, runtime: Runtime[AgentContext]) -> dict:
-    """Ask for a plan (or, after a failed step, for the rest of it) and validate it."""
+    """Ask for a plan (or its rest: after a failed step, or when the plan said it continues once
+    its steps have run) and validate it."""
     context = context_of(runtime)
-    replanning = needs_replan(state)
-    kept = (state.get("plan") or [])[: len(state.get("step_results") or [])] if replanning else []
+    replanning, continuing = needs_replan(state), continues(state)
+    done = len(state.get("step_results") or [])
+    kept = (state.get("plan") or [])[:done] if replanning or continuing else []
     update: dict = {"iteration": state.get("iteration", 0) + 1}
-    reply = ask_structured(context.model, Plan, planner_input(state, context, replanning))
+    reply = ask_structured(
+        context.model, Plan, planner_input(state, context, replanning, continuing)
+    )
     if reply.failure:
         return update | {"last_error": reply.failure, "budget_exhausted": _spent(state, context)}
     update["tokens_used"] = state.get("tokens_used", 0) + reply.tokens
@@ -54,7 +59,7 @@ def planner(state: PlanState, runtime: Runtime[AgentContext]) -> dict:
         problems = plan_problems(
             reply.parsed, context.tools_by_name, len(kept) + 1, _limit(context)
         )
-        if not reply.parsed.steps and not replanning and _question_empty_plan(state, context):
+        if not reply.parsed.steps and not kept and _question_empty_plan(state, context):
             problems = [EMPTY_PLAN]
     if problems:
         message = INVALID_PLAN + "; ".join(problems)
@@ -62,17 +67,26 @@ def planner(state: PlanState, runtime: Runtime[AgentContext]) -> dict:
     assert reply.parsed is not None  # no problems: the reply parsed into a plan
     steps = [step.model_dump() for step in reply.parsed.steps]
     runtime.stream_writer(
-        {"type": "plan", "replan": replanning, "steps": _numbered(steps, len(kept) + 1)}
+        {
+            "type": "plan",
+            "replan": replanning,
+            "continued": continuing,
+            "steps": _numbered(steps, len(kept) + 1),
+        }
     )
     return update | {
         "plan": [*kept, *steps],
         "replans": state.get("replans", 0) + int(replanning),
+        # Once per turn: the rest of a plan cannot ask for a rest of its own (no endless planning).
+        "plan_continues": reply.parsed.continues and not continuing and bool(steps),
         "last_error": None,
         "retry_count": 0,
     }
 
 
-def planner_input(state: PlanState, context: AgentContext, replanning: bool) -> list:
+def planner_input(
+    state: PlanState, context: AgentContext, replanning: bool, continuing: bool = False
+) -> list:
     prompt = planner_prompt(context.tools, _limit(context))
     system = f"{context.system_prompt}\n\n{prompt}" if context.system_prompt else prompt
     tools = [tool.name for tool in context.tools]
@@ -94,6 +108,9 @@ def planner_input(state: PlanState, context: AgentContext, replanning: bool) -> 
                 )
             )
         )
+    if continuing:
+        done = len(state["step_results"])
+        messages.append(SystemMessage(CONTINUE_INSTRUCTION.format(done=done, next_number=done + 1)))
     error = state.get("last_error")
     if error and error["message"].startswith(INVALID_PLAN):
         problem = error["message"].removeprefix(INVALID_PLAN)

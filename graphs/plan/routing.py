@@ -6,7 +6,7 @@ from typing import Literal
 
 from langgraph.runtime import Runtime
 
-from graphs.plan.state import PlanState, needs_replan, steps_left
+from graphs.plan.state import PlanState, continues, needs_replan, steps_left
 from graphs.shared.live import context_of
 from graphs.shared.recovery import finalize_or_recover
 from graphs.shared.summarize import needs_summary
@@ -33,7 +33,7 @@ def route_after_executor(
 ) -> Literal["executor", "planner", "synthesizer", "finalize"]:
     if state.get("budget_exhausted"):
         return "finalize"
-    if needs_replan(state):
+    if needs_replan(state) or continues(state):
         return "planner"
     return "executor" if steps_left(state) else "synthesizer"
 
@@ -46,6 +46,6 @@ def route_after_synthesizer(
 
 def route_after_retry(state: PlanState) -> Literal["planner", "synthesizer"]:
     """Back to the node that failed: the planner until a plan stands, else the synthesizer."""
-    if state.get("plan") is None or needs_replan(state):
+    if state.get("plan") is None or needs_replan(state) or continues(state):
         return "planner"
     return "synthesizer"

@@ -27,6 +27,11 @@ class Plan(BaseModel):
     """The steps that answer the user's request, in order; empty when no tool is needed."""
 
     steps: list[PlanStep] = Field(default_factory=list)
+    continues: bool = Field(
+        default=False,
+        description="true when what comes next depends on what these steps return (say, which "
+        "of two results is larger): once they have run, you are asked for the rest of the plan",
+    )
 
 
 class PlanState(AgentState):
@@ -35,9 +40,15 @@ class PlanState(AgentState):
     plan: NotRequired[list[dict] | None]
     step_results: NotRequired[list[dict]]
     replans: NotRequired[int]
+    plan_continues: NotRequired[bool]  # the plan asked for its rest once its steps have run
 
 
-PLAN_TURN_RESET: dict[str, Any] = {"plan": None, "step_results": [], "replans": 0}
+PLAN_TURN_RESET: dict[str, Any] = {
+    "plan": None,
+    "step_results": [],
+    "replans": 0,
+    "plan_continues": False,
+}
 
 
 def needs_replan(state: PlanState) -> bool:
@@ -48,6 +59,13 @@ def needs_replan(state: PlanState) -> bool:
 
 def _replans_left(state: PlanState) -> bool:
     return state.get("replans", 0) < MAX_REPLANS
+
+
+def continues(state: PlanState) -> bool:
+    """Every planned step has run, the last one succeeded, and the plan asked for its rest."""
+    results = state.get("step_results") or []
+    done = bool(results) and results[-1]["status"] == "success" and not steps_left(state)
+    return done and bool(state.get("plan_continues"))
 
 
 def steps_left(state: PlanState) -> bool:

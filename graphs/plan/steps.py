@@ -20,13 +20,20 @@ PLANNER_PROMPT = (
     "ordered list of steps, each one tool call with its arguments and a short reason. Use as few "
     "steps as the request needs, and no steps when no tool is needed. A string argument may use "
     "the result of an earlier step: {{step N}} is its whole text, {{step N.field}} one field of a "
-    "JSON result. At most {max_steps} steps.\n\nTools:\n{tools}"
+    "JSON result. When what a later step should do depends on what an earlier result says (which "
+    "of two values is larger, say), plan up to there and set continues: you are asked for the "
+    "rest once those steps have run. At most {max_steps} steps.\n\nTools:\n{tools}"
 )
 REPLAN_INSTRUCTION = (
     "Step {number} ({tool}) failed: {error}\nSteps 1 to {done} have run; their results are above. "
     "Send a new plan for what remains of the request only: do not repeat steps that ran, and avoid "
     "the failed call. Your steps are numbered from {next_number}; references to steps 1 to {done} "
     "keep their numbers."
+)
+CONTINUE_INSTRUCTION = (
+    "Steps 1 to {done} have run; their results are above. Your plan said more would follow: send "
+    "the steps that remain of the request, using what those results say. Your steps are numbered "
+    "from {next_number}; references to steps 1 to {done} keep their numbers."
 )
 INVALID_PLAN_INSTRUCTION = "Your plan was not valid: {error}\nSend a corrected plan."
 TOOL_LINE = "- {name}({signature}): {description}"

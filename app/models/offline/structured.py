@@ -12,7 +12,13 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 
 from app.models.offline import answers
 from app.models.offline.intents import Intent, is_chinese, parse_request
-from app.models.offline.walk import TOOL_FOR_INTENT, Walk, comparison_expression, walk_free_args
+from app.models.offline.walk import (
+    TOOL_FOR_INTENT,
+    Walk,
+    comparison_expression,
+    walk_free_args,
+    walk_summary,
+)
 from app.text import plural
 from graphs.plan.steps import REFERENCE
 from graphs.shared.messages import call_signature
@@ -52,16 +58,52 @@ def _request(messages: list[BaseMessage]) -> tuple[int, str]:
 
 
 def plan_args(messages: list[BaseMessage]) -> dict:
-    """Every step the request needs; after failed steps, the rest of the plan without them."""
+    """Every step the request needs, up to a save that must name a comparison's winner (which no
+    reference can choose: the plan continues once the results are in); after steps ran, the
+    rest of the plan, without the steps that need a failed one."""
     start, request = _request(messages)
     available = set(request_of(messages).get("tools", ()))
-    steps = plan_for(request, available, messages[:start])
+    earlier = messages[:start]
+    steps = plan_for(request, available, earlier)
     turn = messages[start + 1 :]
     outcomes = [m.status for m in turn if isinstance(m, ToolMessage)]
-    if outcomes:
-        failed = {n for n, status in enumerate(outcomes, 1) if status == "error"}
-        steps = remaining_steps(steps, len(outcomes), failed)
+    if not outcomes:
+        first = steps[: _first_save_naming_a_winner(steps)]
+        return {"steps": first, "continues": len(first) < len(steps)}
+    failed = {n for n, status in enumerate(outcomes, 1) if status == "error"}
+    steps = remaining_steps(steps, len(outcomes), failed)
+    if not failed:
+        summary = walk_summary(Walk(request, turn, earlier, available))
+        steps = [_saving(step, summary) for step in steps]
     return {"steps": steps}
+
+
+def _first_save_naming_a_winner(steps: list[dict]) -> int:
+    """The index of the first write whose text uses a comparison of two forecasts or more."""
+    comparisons = {
+        number
+        for number, step in enumerate(steps, 1)
+        if step["tool"] == "calculator" and len(_compared_steps(step)) >= 2
+    }
+    for index, step in enumerate(steps):
+        used = _references(step["arguments"]) if step["tool"] == "write_file" else []
+        if comparisons & set(used):
+            return index
+    return len(steps)
+
+
+def _compared_steps(step: dict) -> list[int]:
+    return [
+        int(n) for n in re.findall(r"\{\{step (\d+)\.high\}\}", step["arguments"]["expression"])
+    ]
+
+
+def _saving(step: dict, summary: str) -> dict:
+    """A save of this turn's results writes them as the answer words them, winner named."""
+    content = step["arguments"].get("content", "") if step["tool"] == "write_file" else ""
+    if not summary or not REFERENCE.search(content):
+        return step
+    return {**step, "arguments": {**step["arguments"], "content": summary}}
 
 
 def plan_for(request: str, available: set[str], earlier: list[BaseMessage]) -> list[dict]:
@@ -124,9 +166,7 @@ def _sentence(number: int, steps: list[dict], zh: bool) -> str:
     if tool == "current_time":
         return answers.time_sentence(fields, zh)
     if tool == "calculator":
-        compared = [
-            int(n) for n in re.findall(r"\{\{step (\d+)\.high\}\}", arguments["expression"])
-        ]
+        compared = _compared_steps(steps[number - 1])
         if len(compared) >= 2:
             unit = answers.UNIT.get(steps[compared[0] - 1]["arguments"].get("unit"), "°")
             return _difference_sentence(number, list(dict.fromkeys(compared)), unit, zh)

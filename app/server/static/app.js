@@ -596,7 +596,8 @@ $("message").addEventListener("input", fitComposer);
 
 // What a strategy reports while it works (graphs/plan/, reflexion/, routed/), one line each.
 const STRATEGY_EVENTS = {
-  plan: (d) => `${d.replan ? "re-plan" : "plan"}: ${d.steps.join(" · ") || "no tool needed"}`,
+  plan: (d) =>
+    `${d.replan ? "re-plan" : d.continued ? "rest of the plan" : "plan"}: ${d.steps.join(" · ") || "no tool needed"}`,
   step_skipped: (d) => `step ${d.step} skipped: ${d.reason}`,
   trial: (d) => `attempt ${d.trial}/${d.max_trials}`,
   verdict: (d) => `verdict: ${d.success ? "success" : "failure"} — ${d.reason}`,
