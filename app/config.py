@@ -89,6 +89,9 @@ class Settings(RunSettings, BaseSettings):
     busy_timeout: float = Field(5.0, ge=0, le=3600)
     strategy: StrategyName = "react"
     api_token: SecretStr | None = Field(None, description="bearer token the HTTP server requires")
+    users_file: Path | None = Field(
+        None, description="the HTTP server's users and their hashed tokens (waypoint users add)"
+    )
     allowed_hosts: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="Host names the HTTP server answers besides loopback"
     )
