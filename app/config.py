@@ -55,6 +55,12 @@ def data_home(start: Path | None = None) -> DataHome:
     )
 
 
+def default_users_file() -> Path:
+    """Where the HTTP server's users are when APP_USERS_FILE does not say: beside the default
+    database (the project's `checkpoints/`, else the user data directory)."""
+    return data_home().database.parent / "users.json"
+
+
 # The names in graphs/strategies.py STRATEGIES (kept here so settings load without LangGraph).
 StrategyName = Literal["react", "plan", "reflexion", "routed"]
 

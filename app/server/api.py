@@ -146,8 +146,6 @@ def _api_routes() -> APIRouter:
         return {"version": _version(), "flags": {"assistants": True, "crons": True}}
 
     api.include_router(assistants.routes())
-    for resource in (threads, state, thread_runs, stateless_runs, time_travel):
+    for resource in (threads, state, thread_runs, stateless_runs, crons, store, time_travel):
         api.include_router(resource.router)
-    api.include_router(crons.routes())
-    api.include_router(store.routes())
     return api

@@ -16,11 +16,12 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC
 from pathlib import Path
 
 from app.errors import ConfigError, UsageError
 from app.store import THREAD_ID
+from tools import clock
 
 FILE_VERSION = 1
 TOKEN_PREFIX = "wp_"  # tells a Waypoint token apart in a log or a password manager
@@ -150,7 +151,7 @@ def add_user(path: Path, name: str, *, replace: bool = False) -> str:
                 f"user {name} already has a token; give a new one with: "
                 f"waypoint users add {name} --replace"
             )
-        created = datetime.now(UTC).isoformat(timespec="seconds")
+        created = clock.now().astimezone(UTC).isoformat(timespec="seconds")
         users[name] = UserEntry(name, token_hash(token), created)
     return token
 

@@ -24,6 +24,7 @@ from app.db.crons import CronRecord
 from app.errors import AppError
 from app.server.standard.assistants import assistant
 from app.server.standard.runs import Run, RunRequest, Runs, start_run
+from app.server.users import OWNER
 from app.service import api
 from tools import clock
 
@@ -138,7 +139,12 @@ def _new_thread(settings: Settings, cron: CronRecord, metadata: dict) -> str:
         api.create_thread(
             database,
             thread_id,
-            metadata={"graph_id": graph, "assistant_id": cron.assistant_id, **metadata},
+            metadata={
+                "graph_id": graph,
+                "assistant_id": cron.assistant_id,
+                **metadata,
+                **({OWNER: cron.user_id} if cron.user_id else {}),  # its run uses their memory
+            },
         )
     return thread_id
 
