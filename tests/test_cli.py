@@ -438,3 +438,43 @@ def test_overlong_database_and_workspace_names_are_config_errors(isolated: Path)
         outcome = invoke(*args)
         assert outcome.internal_error is None, outcome.internal_error
         assert (outcome.code, message in outcome.stderr) == (3, True), outcome.stderr
+
+
+@pytest.mark.parametrize(
+    ("point", "status"),
+    [
+        ("closing", 130),  # saved, but the answer is not all written yet: interrupted
+        ("cleanup", 0),  # written and saved before the signal: the turn is done
+    ],
+)
+def test_ctrl_c_exits_0_only_when_the_answer_was_written_and_saved_before_it(
+    isolated: Path, point: str, status: int
+):
+    """Issue 32's rule for a one-shot turn, at two points held exactly (no sleeps)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1"}
+    notify_read, notify_write = os.pipe()
+    turn = ["chat", "-t", "held", "-m", "what is 6 times 7"]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.scripts.hold_turn", point, str(notify_write), *turn],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        pass_fds=[notify_write],
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    os.close(notify_write)
+    with os.fdopen(notify_read, "rb") as notified:
+        paused = notified.read()  # EOF once the child wrote and closed its end, or died
+    if paused == b"paused\n":
+        process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=60)  # closes stdin: a held read goes on
+    assert paused == b"paused\n", stderr.decode()
+    assert process.returncode == status, stderr.decode()
+    assert "Traceback" not in stderr.decode()
+    if status == 0:
+        assert "42" in stdout.decode()
+    else:
+        assert "interrupted" in stderr.decode()
+    saved = run_cli("history", "-t", "held").stdout.decode()
+    assert "what is 6 times 7" in saved  # the thread holds the turn either way

@@ -180,6 +180,7 @@ def _one_shot(
         except TurnInterrupted as exc:
             io.err.print(f"[yellow]{exc}; what was shown is saved[/yellow]")
             return ExitStatus.INTERRUPTED
+        io.answer_kept()  # written and saved: a Ctrl-C from here on is ignored (exit 0)
     if result.status == "failed":  # the failure handler ended it, or what was asked was not done
         raise AgentRunError(f"turn {result.turn} of thread {thread_id} failed")
     return ExitStatus.OK
