@@ -6,10 +6,8 @@ another's facts."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -21,7 +19,7 @@ from langgraph_sdk import Auth, get_sync_client
 from app.server import langgraph_auth
 from app.server.tokens import add_user
 from tests.sdk_scenario import answer, user
-from tests.test_langgraph_api import LANGGRAPH, REPO, free_port, needs_langgraph_cli, wait_until_ok
+from tests.test_langgraph_api import REPO, needs_langgraph_cli, running_langgraph_dev
 
 
 def as_caller(name: str) -> SimpleNamespace:
@@ -59,7 +57,6 @@ def authed_langgraph_dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[t
     config = json.loads((REPO / "langgraph.json").read_text())
     config["auth"] = {"path": "./app/server/langgraph_auth.py:auth"}
     (tmp / "langgraph.json").write_text(json.dumps(config))
-    port = free_port()
     env = {
         **os.environ,
         "PYTHONPATH": str(REPO),
@@ -70,22 +67,8 @@ def authed_langgraph_dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[t
         "LANGSMITH_TRACING": "false",
         "LANGGRAPH_CLI_NO_ANALYTICS": "1",
     }
-    command = [LANGGRAPH or "langgraph", "dev", "--no-browser", "--no-reload", "--port", str(port)]
-    command += ["--config", str(tmp / "langgraph.json")]
-    log = tmp / "langgraph-dev.log"
-    with open(log, "wb") as out:
-        process = subprocess.Popen(command, cwd=tmp, stdout=out, stderr=subprocess.STDOUT, env=env)
-    try:
-        base = f"http://127.0.0.1:{port}"
-        wait_until_ok(base, process, log)
+    with running_langgraph_dev(tmp, tmp / "langgraph.json", env) as base:
         yield base, tokens
-    finally:
-        process.terminate()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=15)
-        if process.poll() is None:
-            process.kill()
-            process.wait()
 
 
 @needs_langgraph_cli

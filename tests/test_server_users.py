@@ -273,3 +273,18 @@ def test_the_users_commands_add_list_and_revoke(isolated: Path, monkeypatch: pyt
     assert run_cli("users", "add", "memories").returncode == 2  # reserved: namespaces stay clear
     assert run_cli("users", "revoke", "carol").returncode == 0
     assert run_cli("users", "revoke", "carol").returncode == 2
+
+
+def test_every_server_on_the_database_agrees_on_a_threads_owner(
+    database: str, users_file: Path, tokens: dict[str, str]
+):
+    """The owner is stored with the thread: a second server (another process in production)
+    on the same database refuses it to another user as the first does."""
+    settings = load_settings(users_file=users_file, db=database)
+    one = TestClient(create_app(settings), base_url="http://localhost")
+    other = TestClient(create_app(settings), base_url="http://localhost")
+    alice, bob = as_user(tokens["alice"]), as_user(tokens["bob"])
+    assert one.post("/threads", json={"thread_id": "a1"}, headers=alice).status_code == 200
+    assert other.get("/threads/a1", headers=alice).json()["metadata"]["owner"] == "alice"
+    assert other.get("/threads/a1", headers=bob).status_code == 404
+    assert other.post("/threads/search", json={}, headers=bob).json() == []

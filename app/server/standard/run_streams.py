@@ -27,7 +27,9 @@ from app.server.standard.runs import (
     stream_events,
 )
 
-SSE_RESPONSE = {200: {"content": {"text/event-stream": {}}, "description": "Server-Sent Events"}}
+SSE_RESPONSE: dict[int | str, dict[str, Any]] = {
+    200: {"content": {"text/event-stream": {}}, "description": "Server-Sent Events"}
+}
 
 
 def runs_of(request: Request) -> Runs:

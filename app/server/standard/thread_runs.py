@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.config import Settings
 from app.db import open_database
+from app.db.base import Database
 from app.errors import NotFoundError, UsageError
 from app.server.params import ThreadId
 from app.server.standard.run_streams import (
@@ -160,7 +161,7 @@ def _callers_runs(
     return [r for r in runs if r.thread_id in mine]
 
 
-def _sees(database, caller: Caller, thread_id: str) -> bool:  # type: ignore[no-untyped-def]
+def _sees(database: Database, caller: Caller, thread_id: str) -> bool:
     try:
         owned_view(database, caller, thread_id)
     except NotFoundError:

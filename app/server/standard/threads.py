@@ -210,7 +210,8 @@ def _matching(views: list[ThreadView], body: ThreadSearch) -> list[ThreadView]:
         and (body.ids is None or v.thread_id in body.ids)
     ]
     if body.sort_by:
-        found.sort(key=lambda v: getattr(v, body.sort_by), reverse=body.sort_order != "asc")
+        by = body.sort_by
+        found.sort(key=lambda v: getattr(v, by), reverse=body.sort_order != "asc")
     return found
 
 
