@@ -17,7 +17,7 @@ from pathlib import Path
 ANSWER = "6 * 7 = 42"
 
 
-def one(directory: Path, thread: str, delay: float) -> tuple[int, bool, bool]:
+def one(directory: Path, thread: str, delay: float) -> tuple[int, bool, bool, str]:
     env = {**os.environ, "APP_DB": str(directory / "a.sqlite"), "APP_WORKSPACE": str(directory)}
     process = subprocess.Popen(
         [sys.executable, "-m", "app", "chat", "-t", thread, "-m", "what is 6 times 7"],
@@ -29,19 +29,20 @@ def one(directory: Path, thread: str, delay: float) -> tuple[int, bool, bool]:
     )
     time.sleep(delay)
     process.send_signal(signal.SIGINT)
-    out, _ = process.communicate(timeout=120)
+    out, err = process.communicate(timeout=120)
     exported = subprocess.run(
         [sys.executable, "-m", "app", "export", "-t", thread, "--format", "md"],
         capture_output=True,
         env=env,
     ).stdout.decode()
     saved = f"**Assistant**\n\n{ANSWER}" in exported
-    return process.returncode, ANSWER in out.decode(), saved
+    last = (err.decode().strip().splitlines() or [""])[-1]
+    return process.returncode, ANSWER in out.decode(), saved, last
 
 
 def main() -> None:
     count, seconds = int(sys.argv[1]), float(sys.argv[2])
-    outcomes: Counter[tuple[int, bool, bool]] = Counter()
+    outcomes: Counter[tuple[int, ...]] = Counter()
     with tempfile.TemporaryDirectory() as directory:
         for i in range(count):
             outcome = one(Path(directory), f"t{i}", seconds * i / count)
