@@ -11,6 +11,7 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 
@@ -19,7 +20,7 @@ from app.server.api import create_app
 from app.server.tokens import add_user, read_users, revoke_user
 from tests.conftest import run_cli
 from tests.openai_server import OpenAIServer, text
-from tests.server_process import parse_sse
+from tests.server_process import parse_sse, plain_server
 
 
 @pytest.fixture
@@ -288,3 +289,35 @@ def test_every_server_on_the_database_agrees_on_a_threads_owner(
     assert other.get("/threads/a1", headers=alice).json()["metadata"]["owner"] == "alice"
     assert other.get("/threads/a1", headers=bob).status_code == 404
     assert other.post("/threads/search", json={}, headers=bob).json() == []
+
+
+def test_serve_takes_its_users_from_app_users_file_and_a_revocation_at_once(
+    isolated: Path, users_file: Path, tokens: dict[str, str], monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv("APP_USERS_FILE", str(users_file))
+    with plain_server(isolated) as (_, base):
+        assert httpx.get(f"{base}/health", timeout=10).json()["auth"] is True
+        search = f"{base}/threads/search"
+        assert httpx.post(search, json={}, timeout=10).status_code == 401
+        alice = as_user(tokens["alice"])
+        made = httpx.post(f"{base}/threads", json={"thread_id": "a1"}, headers=alice, timeout=10)
+        assert made.json()["metadata"]["owner"] == "alice"
+        bob = as_user(tokens["bob"])
+        assert httpx.get(f"{base}/threads/a1", headers=bob, timeout=10).status_code == 404
+        assert run_cli("users", "revoke", "alice").returncode == 0
+        assert httpx.post(search, json={}, headers=alice, timeout=10).status_code == 401
+    assert "users from" in (isolated / "server.log").read_text()
+
+
+def test_serve_refuses_a_users_file_with_app_api_token_and_a_missing_one(
+    isolated: Path, users_file: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv("APP_USERS_FILE", str(users_file))
+    missing = run_cli("serve", "--port", "0")
+    assert missing.returncode == 3
+    assert "waypoint users add NAME" in missing.stderr.decode()
+    add_user(users_file, "alice")
+    monkeypatch.setenv("APP_API_TOKEN", "s3cret")
+    both = run_cli("serve", "--port", "0")
+    assert both.returncode == 3
+    assert "APP_API_TOKEN and a users file" in both.stderr.decode()
