@@ -4,6 +4,7 @@ user sees only what they own (another's is a 404); with one token (or none) the 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hmac
 from collections.abc import Iterator
@@ -85,10 +86,15 @@ def current_user(request: Request) -> Caller:
     return caller
 
 
+def server_database(settings: Settings) -> contextlib.AbstractContextManager[Database]:
+    """The server's database, opened the one way the server opens it (for work off a request:
+    a run's thread, the cron scheduler; a route takes `Db`)."""
+    return open_database(settings.database, settings.busy_timeout)
+
+
 def database(request: Request) -> Iterator[Database]:
     """The server's database, open for the request."""
-    settings: Settings = request.app.state.settings
-    with open_database(settings.database, settings.busy_timeout) as opened:
+    with server_database(request.app.state.settings) as opened:
         yield opened
 
 
@@ -117,7 +123,7 @@ def owned_thread(request: Request, thread_id: ThreadId, caller: CurrentUser) -> 
     """The path's thread id once the caller may see the thread (with one user: no check)."""
     if caller.scoped:
         settings = settings_of(request)
-        with open_database(settings.database, settings.busy_timeout) as opened:
+        with server_database(settings) as opened:
             owned_view(opened, caller, thread_id)
     return thread_id
 
@@ -139,7 +145,7 @@ def claim_thread(settings: Settings, caller: Caller, thread_id: str, if_not_exis
     """Before a run: the thread must be the caller's; with "create", a missing one is made theirs."""
     if not caller.scoped:
         return
-    with open_database(settings.database, settings.busy_timeout) as opened:
+    with server_database(settings) as opened:
         if if_not_exists == "create":
             view, made = api.create_thread(
                 opened, thread_id, metadata=owned_metadata(caller, {}), if_exists="do_nothing"
@@ -153,7 +159,7 @@ def claim_thread(settings: Settings, caller: Caller, thread_id: str, if_not_exis
 def thread_owner(settings: Settings, thread_id: str) -> str | None:
     """The user who owns the thread (whose memory its runs use), or None: no owner recorded."""
     try:
-        with open_database(settings.database, settings.busy_timeout) as opened:
+        with server_database(settings) as opened:
             owner = owner_of(api.thread_view(opened, thread_id))
     except AppError:
         return None

@@ -18,7 +18,6 @@ from fastapi.responses import JSONResponse
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from app.config import Settings
-from app.db import open_database
 from app.db.base import Database
 from app.db.crons import CronRecord
 from app.errors import NotFoundError, UsageError
@@ -26,7 +25,14 @@ from app.server.standard.assistants import assistant
 from app.server.standard.cron_scheduler import instant, next_run
 from app.server.standard.runs import RunRequest, approval_policy
 from app.server.standard.wire import user_text
-from app.server.users import Caller, CurrentUser, Db, OwnedThreadId, ServerSettings
+from app.server.users import (
+    Caller,
+    CurrentUser,
+    Db,
+    OwnedThreadId,
+    ServerSettings,
+    server_database,
+)
 from app.service import api
 from tools import clock
 
@@ -169,7 +175,7 @@ def new_cron(
     a users file it is the caller's (their user_id; its runs use their memory)."""
     payload = {**body.payload(), "assistant_id": assistant(body.assistant_id).assistant_id}
     if thread_id is not None:
-        with open_database(settings.database, settings.busy_timeout) as database:
+        with server_database(settings) as database:
             api.thread_view(database, thread_id)  # a missing thread is a 404
     checked_run(settings, payload)
     cron = CronRecord(
@@ -188,7 +194,7 @@ def new_cron(
         created_at=instant(now),
         updated_at=instant(now),
     )
-    with open_database(settings.database, settings.busy_timeout) as database:
+    with server_database(settings) as database:
         database.save_cron(cron)
     return cron
 

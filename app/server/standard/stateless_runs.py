@@ -13,11 +13,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Body, Request
 
-from app.db import open_database
 from app.errors import NotFoundError
 from app.server.standard.run_streams import SSE_RESPONSE, outcome, run_events, runs_of
 from app.server.standard.runs import Run, RunRequest, start_run
-from app.server.users import Caller, CurrentUser, owned_metadata
+from app.server.users import Caller, CurrentUser, owned_metadata, server_database
 from app.service import api
 
 MAX_BATCH = 100  # stateless runs in one /runs/batch
@@ -69,13 +68,13 @@ async def start_stateless(
     thread_id = str(uuid.uuid4())
 
     def create() -> None:
-        with open_database(settings.database, settings.busy_timeout) as database:
+        with server_database(settings) as database:
             metadata = owned_metadata(caller, {"stateless": True})
             api.create_thread(database, thread_id, metadata=metadata)
 
     def delete() -> None:
         with (
-            open_database(settings.database, settings.busy_timeout) as database,
+            server_database(settings) as database,
             contextlib.suppress(NotFoundError),  # the client deleted it already
         ):
             api.delete_thread(database, thread_id)

@@ -12,7 +12,6 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.config import Settings
-from app.db import open_database
 from app.db.base import Database
 from app.errors import NotFoundError, UsageError
 from app.server.params import ThreadId
@@ -34,6 +33,7 @@ from app.server.users import (
     ServerSettings,
     claim_thread,
     owned_view,
+    server_database,
 )
 
 router = APIRouter(tags=["runs"])
@@ -154,7 +154,7 @@ def _callers_runs(
     """Those of `runs` on the caller's threads; a `thread_id` that is not theirs is a 404."""
     if not caller.scoped:
         return runs
-    with open_database(settings.database, settings.busy_timeout) as database:
+    with server_database(settings) as database:
         if thread_id is not None:
             owned_view(database, caller, thread_id)
         mine = {t for t in {r.thread_id for r in runs} if _sees(database, caller, t)}
