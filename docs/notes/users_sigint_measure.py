@@ -42,14 +42,13 @@ def one(directory: Path, thread: str, delay: float) -> tuple[int, bool, bool, st
 
 def main() -> None:
     count, seconds = int(sys.argv[1]), float(sys.argv[2])
-    outcomes: Counter[tuple[int, ...]] = Counter()
+    outcomes: Counter[tuple[int, bool, bool]] = Counter()
     with tempfile.TemporaryDirectory() as directory:
         for i in range(count):
-            outcome = one(Path(directory), f"t{i}", seconds * i / count)
-            outcomes[outcome] += 1
-            print(
-                f"{seconds * i / count:6.2f}s exit {outcome[0]} written {outcome[1]} saved {outcome[2]}"
-            )
+            code, written, saved, last = one(Path(directory), f"t{i}", seconds * i / count)
+            outcomes[(code, written, saved)] += 1
+            shown = f"  ({last})" if code not in (0, 130) else ""
+            print(f"{seconds * i / count:6.2f}s exit {code} written {written} saved {saved}{shown}")
     print("exit, written, saved: count")
     for (code, written, saved), n in sorted(outcomes.items()):
         print(f"{code}, {written}, {saved}: {n}")
