@@ -18,24 +18,26 @@ INTERRUPTED = 130  # ExitStatus.INTERRUPTED, usable before app.errors is importe
 
 def main() -> None:
     try:
-        code = run(sys.argv[1:])
+        code = run(sys.argv[1:], leaving=True)
     except KeyboardInterrupt:  # a second Ctrl-C while the first one was being reported
         code = INTERRUPTED
     leave(code)
 
 
-def run(argv: list[str], prog_name: str | None = None) -> int:
+def run(argv: list[str], prog_name: str | None = None, *, leaving: bool = False) -> int:
     """Run the CLI on `argv` and return its exit status: every error, Ctrl-C included, becomes a
-    message on stderr and a status here. It never exits the process, so tests call it in-process."""
+    message on stderr and a status here. It never exits the process, so tests call it in-process.
+    `leaving`: the process exits right after, so a Ctrl-C a finished turn ignores stays ignored
+    until then (its status is the turn's, see `Invocation.answer_kept`)."""
     try:
-        return _run(argv, prog_name)
+        return _run(argv, prog_name, leaving)
     except KeyboardInterrupt:  # while the CLI was being imported, or an error was being reported
         sys.stderr.write("interrupted\n")
         sys.stderr.flush()
         return INTERRUPTED
 
 
-def _run(argv: list[str], prog_name: str | None) -> int:
+def _run(argv: list[str], prog_name: str | None, leaving: bool) -> int:
     import typer
     from rich.markup import escape
     from typer._click import exceptions as typer_click  # typer (>= 0.29) vendors its own click
@@ -78,6 +80,9 @@ def _run(argv: list[str], prog_name: str | None) -> int:
             f"[red]internal error:[/red] {type(exc).__name__}: {escape(str(exc))} (run with --debug)"
         )
         code = ExitStatus.RUN_FAILED
+    finally:
+        if not leaving:
+            invocation.restore_sigint()
     return int(code or 0)
 
 

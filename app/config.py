@@ -56,6 +56,12 @@ def data_home(start: Path | None = None) -> DataHome:
     )
 
 
+def default_users_file() -> Path:
+    """Where the HTTP server's users are when APP_USERS_FILE does not say: beside the default
+    database (the project's `checkpoints/`, else the user data directory)."""
+    return data_home().database.parent / "users.json"
+
+
 class Settings(RunSettings, BaseSettings):
     """The environment's settings: every run setting (graphs/run_settings.py) and the
     process's own (where the database is, the tools' back ends, the server's limits)."""
@@ -86,6 +92,9 @@ class Settings(RunSettings, BaseSettings):
     busy_timeout: float = Field(5.0, ge=0, le=3600)
     strategy: str = DEFAULT_STRATEGY
     api_token: SecretStr | None = Field(None, description="bearer token the HTTP server requires")
+    users_file: Path | None = Field(
+        None, description="the HTTP server's users and their hashed tokens (waypoint users add)"
+    )
     allowed_hosts: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="Host names the HTTP server answers besides loopback"
     )

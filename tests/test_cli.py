@@ -180,10 +180,33 @@ def test_ctrl_c_in_one_shot_exits_130_and_the_thread_stays_usable(isolated: Path
 PAUSE_AT_IMPORT = "tests.scripts.pause_at_import"
 
 
+def interrupted_at_pause(script: str, where: str, *args: str) -> tuple[bytes, subprocess.Popen]:
+    """Run `python -m SCRIPT WHERE NOTIFY_FD ARGS…` (SIGINT as a terminal gives it), wait until it
+    writes that it paused, and press Ctrl-C there. Returns what it wrote (b"" if it died first) and
+    the process, its stdin still open."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1"}
+    notify_read, notify_write = os.pipe()
+    process = subprocess.Popen(
+        [sys.executable, "-m", script, where, str(notify_write), *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        pass_fds=[notify_write],
+        # A shell's background job starts with SIGINT ignored; a terminal user's process does not.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    os.close(notify_write)
+    with os.fdopen(notify_read, "rb") as notified:
+        paused = notified.read()  # EOF once the child wrote and closed its end, or died
+    if paused == b"paused\n":
+        process.send_signal(signal.SIGINT)
+    return paused, process
+
+
 def test_ctrl_c_at_any_point_of_start_up_exits_130_with_one_line():
     """Importing the CLI takes most of a second: a Ctrl-C while the entry point imports typer or the
     CLI, or while a command imports what it needs, is the same clean exit as one during a turn."""
-    env = {**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1"}
     for module in (
         "typer",
         "rich.console",
@@ -191,21 +214,7 @@ def test_ctrl_c_at_any_point_of_start_up_exits_130_with_one_line():
         "app.config",
         "app.service.threads",
     ):
-        notify_read, notify_write = os.pipe()
-        process = subprocess.Popen(
-            [sys.executable, "-m", PAUSE_AT_IMPORT, module, str(notify_write), "threads", "list"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-            pass_fds=[notify_write],
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-        )
-        os.close(notify_write)
-        with os.fdopen(notify_read, "rb") as notified:
-            paused = notified.read()  # EOF once the child wrote and closed its end, or died
-        if paused == b"paused\n":
-            process.send_signal(signal.SIGINT)
+        paused, process = interrupted_at_pause(PAUSE_AT_IMPORT, module, "threads", "list")
         process.wait(timeout=60)  # stdin stays open until then: the pause ends by the signal only
         stdout, stderr = process.communicate()
         assert paused == b"paused\n", (module, stderr.decode())
@@ -438,3 +447,28 @@ def test_overlong_database_and_workspace_names_are_config_errors(isolated: Path)
         outcome = invoke(*args)
         assert outcome.internal_error is None, outcome.internal_error
         assert (outcome.code, message in outcome.stderr) == (3, True), outcome.stderr
+
+
+@pytest.mark.parametrize(
+    ("point", "status"),
+    [
+        ("closing", 130),  # saved, but the answer is not all written yet: interrupted
+        ("cleanup", 0),  # written and saved before the signal: the turn is done
+    ],
+)
+def test_ctrl_c_exits_0_only_when_the_answer_was_written_and_saved_before_it(
+    isolated: Path, point: str, status: int
+):
+    """Issue 32's rule for a one-shot turn, at two points held exactly (no sleeps)."""
+    turn = ["chat", "-t", "held", "-m", "what is 6 times 7"]
+    paused, process = interrupted_at_pause("tests.scripts.hold_turn", point, *turn)
+    stdout, stderr = process.communicate(timeout=60)  # closes stdin: a held read goes on
+    assert paused == b"paused\n", stderr.decode()
+    assert process.returncode == status, stderr.decode()
+    assert "Traceback" not in stderr.decode()
+    if status == 0:
+        assert "42" in stdout.decode()
+    else:
+        assert "interrupted" in stderr.decode()
+    saved = run_cli("history", "-t", "held").stdout.decode()
+    assert "what is 6 times 7" in saved  # the thread holds the turn either way

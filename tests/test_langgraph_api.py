@@ -54,7 +54,6 @@ def langgraph_dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[st
     # (a user runs it from the repository's root); here that directory is a fresh one, for the
     # runtime's own files, so it links to the repository's app/.
     (tmp / "app").symlink_to(REPO / "app", target_is_directory=True)
-    port = free_port()
     env = {
         **os.environ,
         "PYTHONPATH": str(REPO),
@@ -63,24 +62,24 @@ def langgraph_dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[st
         "LANGSMITH_TRACING": "false",
         "LANGGRAPH_CLI_NO_ANALYTICS": "1",
     }
-    command = [
-        LANGGRAPH,
-        "dev",
-        "--no-browser",
-        "--no-reload",
-        "--port",
-        str(port),
-        "--config",
-        str(REPO / "langgraph.json"),
-    ]
+    with running_langgraph_dev(tmp, REPO / "langgraph.json", env) as base:
+        yield base, workspace
+
+
+@contextlib.contextmanager
+def running_langgraph_dev(tmp: Path, config: Path, env: dict[str, str]) -> Iterator[str]:
+    """`langgraph dev` serving `config` from `tmp` (its in-memory runtime keeps its files,
+    .langgraph_api/, in the working directory) on a free port: its base URL while it runs."""
+    port = free_port()
+    command = [LANGGRAPH or "langgraph", "dev", "--no-browser", "--no-reload"]
+    command += ["--port", str(port), "--config", str(config)]
     log = tmp / "langgraph-dev.log"
     with open(log, "wb") as out:
-        # cwd: its in-memory runtime keeps its files (.langgraph_api/) in the working directory
         process = subprocess.Popen(command, cwd=tmp, stdout=out, stderr=subprocess.STDOUT, env=env)
     try:
         base = f"http://127.0.0.1:{port}"
         wait_until_ok(base, process, log)
-        yield base, workspace
+        yield base
     finally:
         process.terminate()
         with contextlib.suppress(subprocess.TimeoutExpired):

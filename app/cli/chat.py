@@ -183,6 +183,7 @@ def _one_shot(
         except TurnInterrupted as exc:
             io.err.print(f"[yellow]{exc}; what was shown is saved[/yellow]")
             return ExitStatus.INTERRUPTED
+        io.answer_kept()  # written and saved: a Ctrl-C from here on is ignored (exit 0)
     if result.status != "interrupted" and not is_success(result.status):
         # Failed (retries used up, an action not done) or stopped (a budget, the step limit, a
         # loop): not answered, so not a success (app/service/outcome.py).

@@ -44,6 +44,30 @@ class Invocation:
     out: Console = field(default_factory=lambda: _console(stderr=False))
     err: Console = field(default_factory=lambda: _console(stderr=True))
     debug: bool = False
+    # The SIGINT handler before `answer_kept` ignored Ctrl-C (restored when the run ends).
+    sigint_before: Any = None
+
+    def answer_kept(self) -> None:
+        """The turn's answer is completely written (flushed here) and saved: the turn is done, so
+        from now on a Ctrl-C has nothing left to stop and is ignored, and the exit status stays the
+        turn's. The rule (issue 32): a one-shot exits 0 only when its answer was written and saved
+        before the signal; a Ctrl-C any earlier exits 130."""
+        import signal
+        import threading
+
+        for console in (self.out, self.err):
+            console.file.flush()
+        if threading.current_thread() is threading.main_thread() and self.sigint_before is None:
+            self.sigint_before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def restore_sigint(self) -> None:
+        """Undo `answer_kept`'s ignoring, for a caller that goes on running (tests run many
+        commands in one process)."""
+        import signal
+
+        if self.sigint_before is not None:
+            signal.signal(signal.SIGINT, self.sigint_before)
+            self.sigint_before = None
 
     def print_json(self, data: Any, **dumps: Any) -> None:
         """`data` as JSON indented by two, on stdout: highlighted on a terminal; piped, the same

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from app.cli import chat, corpus, info, mcp, memory, serve, store, threads, time_travel
+from app.cli import chat, corpus, info, mcp, memory, serve, store, threads, time_travel, users
 from app.cli.io import Invocation
 from app.cli.options import command_group, examples
 
@@ -46,3 +46,4 @@ app.add_typer(threads.commands, name="threads")
 app.add_typer(memory.commands, name="memory")
 app.add_typer(corpus.commands, name="corpus")
 app.add_typer(mcp.commands, name="mcp")
+app.add_typer(users.commands, name="users")

@@ -85,10 +85,11 @@ def serve(
     except ValueError as exc:
         raise ConfigError(f"--host: {exc}") from None
     token = settings.api_token.get_secret_value() if settings.api_token else None
-    if host not in {"127.0.0.1", "localhost", "::1"} and not token:
+    settings = _with_users(settings, token)
+    if host not in {"127.0.0.1", "localhost", "::1"} and not token and not settings.users_file:
         io.err.print(
-            f"[yellow]listening on {host} without APP_API_TOKEN: anyone who can reach it can "
-            "run the agent[/yellow]"
+            f"[yellow]listening on {host} without APP_API_TOKEN or users: anyone who can reach "
+            "it can run the agent[/yellow]"
         )
     if host in WILDCARD_ADDRESSES and not settings.allowed_hosts:
         io.err.print(
@@ -107,10 +108,26 @@ def serve(
     _announced_server(config, lambda url: _announce(io, settings, url)).run()
 
 
+def _with_users(settings: Settings, token: str | None) -> Settings:
+    """The settings with the users file the server uses: APP_USERS_FILE, else the default one
+    when it exists and no APP_API_TOKEN asks for one-token mode."""
+    from app.config import default_users_file
+
+    if settings.users_file is not None or token:
+        return settings
+    found = default_users_file()
+    return settings.model_copy(update={"users_file": found}) if found.exists() else settings
+
+
 def _announce(io: Invocation, settings: Settings, url: str) -> None:
     from app.cli.place import place_grid
 
     io.err.print(place_grid(settings, "serving the API and the web page", open=url))
+    if settings.users_file is not None:
+        io.err.print(
+            f"users from {settings.users_file}: each sees only their own threads and memory",
+            markup=False,
+        )
 
 
 def page_url(host: str, port: int) -> str:

@@ -6,33 +6,36 @@ stream as Server-Sent Events; the cron scheduler runs with the app (its lifespan
 from __future__ import annotations
 
 import contextlib
-import hmac
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Annotated
 
-from fastapi import APIRouter, Depends, FastAPI, Query, Request
+from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
+from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 
 from app.config import Settings
-from app.db import open_database
-from app.errors import AppError, NotFoundError
+from app.errors import AppError, ConfigError
 from app.hosts import allowed_hosts
-from app.server import schemas, timeline
-from app.server.diagram import graph_view
+from app.server import schemas, time_travel
 from app.server.errors import error_body, status_for
 from app.server.guard import RequestGuard
 from app.server.openapi import document
-from app.server.params import ThreadId
-from app.server.standard import assistants, crons, store, threads
+from app.server.standard import (
+    assistants,
+    crons,
+    state,
+    stateless_runs,
+    store,
+    thread_runs,
+    threads,
+)
 from app.server.standard.cron_scheduler import scheduler_lifespan
 from app.server.standard.run_recovery import Keeper
-from app.server.standard.runs import RunRequest, Runs
-from app.service.session import new_thread_id
-from graphs.strategies import UnknownStrategyError
+from app.server.standard.runs import Runs
+from app.server.tokens import UsersFile
+from app.server.users import Authenticator, ManyUsers, OneUser, Unauthorized, current_user
 
 STATIC = Path(__file__).parent / "static"
 
@@ -40,10 +43,13 @@ STATIC = Path(__file__).parent / "static"
 def create_app(
     settings: Settings, api_token: str | None = None, hosts: frozenset[str] | None = None
 ) -> FastAPI:
-    """The app. With `api_token`, every route but /ok, /health and the page shell needs
-    `Authorization: Bearer <token>`. `hosts` are the Host names it answers (default: loopback and
-    `settings.allowed_hosts`). No /docs or /redoc: FastAPI's pages load Swagger UI from a CDN."""
+    """The app. With `settings.users_file`, every route but /ok, /health and the page shell needs
+    `Authorization: Bearer <token>` of a user there, who sees only their own threads, runs, crons
+    and store items; else with `api_token`, that token (one user, who sees all). `hosts` are the
+    Host names it answers (default: loopback and `settings.allowed_hosts`). No /docs or /redoc:
+    FastAPI's pages load Swagger UI from a CDN."""
     runs = Runs(settings)
+    auth = authenticator(settings, api_token)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -67,11 +73,12 @@ def create_app(
     )
     app.state.settings = settings
     app.state.runs = runs
+    app.state.auth = auth
     allowed = hosts if hosts is not None else allowed_hosts("127.0.0.1", settings.allowed_hosts)
     app.add_middleware(RequestGuard, allowed_hosts=allowed, max_body_bytes=settings.max_body_bytes)
     app.add_exception_handler(AppError, _app_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
-    app.include_router(_api_routes(), dependencies=[Depends(_bearer(api_token))])
+    app.include_router(_api_routes(), dependencies=[Depends(current_user)])
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 
     @app.get("/ok", tags=["meta"])
@@ -81,7 +88,7 @@ def create_app(
 
     @app.get("/health", response_model=schemas.Health, tags=["meta"])
     def health() -> dict:
-        return {"version": _version(), "model": settings.model_spec, "auth": bool(api_token)}
+        return {"version": _version(), "model": settings.model_spec, "auth": auth.required}
 
     @app.get("/", include_in_schema=False)
     def page() -> FileResponse:
@@ -97,24 +104,21 @@ def _version() -> str:
         return "0"
 
 
-def _bearer(api_token: str | None) -> Callable[[Request], None]:
-    def check(request: Request) -> None:
-        if not api_token:
-            return
-        scheme, _, given = request.headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip(), api_token):
-            raise _Unauthorized()
-
-    return check
-
-
-class _Unauthorized(AppError):
-    """Raised when a request lacks the server's bearer token."""
+def authenticator(settings: Settings, api_token: str | None) -> Authenticator:
+    """A users file's users, or the one user (with `api_token`, only who sends it)."""
+    if settings.users_file is None:
+        return OneUser(settings, api_token)
+    if api_token:
+        raise ConfigError(
+            "both APP_API_TOKEN and a users file are set: use the users file (each user their "
+            "own token), or unset APP_USERS_FILE for one token"
+        )
+    return ManyUsers(UsersFile(settings.users_file))
 
 
 async def _app_error(request: Request, exc: Exception) -> JSONResponse:
-    if isinstance(exc, _Unauthorized):
-        body = {"detail": "missing or wrong API token: send Authorization: Bearer <APP_API_TOKEN>"}
+    if isinstance(exc, Unauthorized):
+        body = {"detail": "missing or wrong API token: send Authorization: Bearer <your token>"}
         return JSONResponse(body, 401, headers={"WWW-Authenticate": "Bearer"})
     assert isinstance(exc, AppError)
     return JSONResponse(error_body(exc), status_for(exc))
@@ -142,66 +146,6 @@ def _api_routes() -> APIRouter:
         return {"version": _version(), "flags": {"assistants": True, "crons": True}}
 
     api.include_router(assistants.routes())
-    api.include_router(threads.routes())
-    api.include_router(crons.routes())
-    api.include_router(store.routes())
-    api.include_router(_conveniences())
-    return api
-
-
-def _conveniences() -> APIRouter:
-    """Waypoint's own routes, over the same services as the standard ones: the graph as Mermaid,
-    a thread's timeline (turns, checkpoints, branch tree), rollback, fork and replay."""
-    api = APIRouter(tags=["time travel"])
-
-    @api.get("/graph", response_model=schemas.GraphView, tags=["meta"])
-    def graph(strategy: Annotated[str, Query(max_length=40)] = "react") -> dict:
-        """A strategy's state machine (default: the tool loop): Mermaid text, nodes and edges."""
-        try:
-            return graph_view(strategy)
-        except UnknownStrategyError as exc:
-            raise NotFoundError(str(exc)) from None
-
-    @api.get("/threads/{thread_id}/timeline", response_model=schemas.History)
-    def history(
-        request: Request,
-        thread_id: ThreadId,
-        limit: Annotated[int, Query(ge=1, le=1000)] = timeline.TURNS_SHOWN,
-    ) -> dict:
-        """Turns (newest first), every checkpoint with its parent, and the branch tree."""
-        with open_database(request.app.state.settings.database) as database:
-            return timeline.history(database, thread_id, limit)
-
-    @api.post("/threads/{thread_id}/rollback", response_model=schemas.RollbackResult)
-    def rollback(request: Request, thread_id: ThreadId, body: schemas.RollbackRequest) -> dict:
-        """Make an earlier checkpoint the head again (nothing is deleted; undo with previous_head)."""
-        settings = request.app.state.settings
-        with open_database(settings.database, settings.busy_timeout) as database:
-            return timeline.do_rollback(database, settings, thread_id, body)
-
-    @api.post("/threads/{thread_id}/fork", response_model=schemas.ForkResult, status_code=201)
-    def fork(request: Request, thread_id: ThreadId, body: schemas.ForkRequest) -> dict:
-        """Copy the thread at a checkpoint (default: the head) into a new thread."""
-        settings = request.app.state.settings
-        with open_database(settings.database, settings.busy_timeout) as database:
-            return timeline.do_fork(database, settings, thread_id, body.to or new_thread_id(), body)
-
-    @api.post("/threads/{thread_id}/replay", responses=threads.SSE_RESPONSE)
-    async def replay(
-        request: Request, thread_id: ThreadId, body: schemas.ReplayRequest
-    ) -> StreamingResponse:
-        """Re-run the graph from a checkpoint on a new branch, streamed like a run (custom and
-        updates modes); tools with side effects run again only with `confirm`."""
-        run_request = RunRequest(
-            assistant_id="waypoint",
-            checkpoint_id=body.checkpoint_id,
-            stream_mode=["custom", "updates"],
-            keep_files=body.keep_files,
-            force=body.force,
-            confirm=body.confirm,
-            final_event=True,
-            multitask_strategy="reject",
-        )
-        return await threads.streamed_run(request, thread_id, run_request)
-
+    for resource in (threads, state, thread_runs, stateless_runs, crons, store, time_travel):
+        api.include_router(resource.router)
     return api

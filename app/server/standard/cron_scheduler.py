@@ -18,12 +18,12 @@ from fastapi import FastAPI
 from pydantic import ValidationError
 
 from app.config import Settings
-from app.db import open_database
 from app.db.base import Database
 from app.db.crons import CronRecord
 from app.errors import AppError
 from app.server.standard.assistants import assistant
 from app.server.standard.runs import Run, RunRequest, Runs, start_run
+from app.server.users import OWNER, server_database
 from app.service import api
 from tools import clock
 
@@ -91,7 +91,7 @@ class CronScheduler:
         return new
 
     def tick(self, now: datetime) -> list[Run]:
-        with open_database(self.settings.database, self.settings.busy_timeout) as database:
+        with server_database(self.settings) as database:
             claimed = [c for c in database.due_crons(instant(now)) if _claim(database, c, now)]
         return [run for cron in claimed if (run := fire(self.settings, self.runs, cron))]
 
@@ -134,11 +134,16 @@ def _new_thread(settings: Settings, cron: CronRecord, metadata: dict) -> str:
     """A thread for one firing, with the metadata LangGraph gives it."""
     thread_id = str(uuid.uuid4())
     graph = assistant(cron.assistant_id).graph_id
-    with open_database(settings.database, settings.busy_timeout) as database:
+    with server_database(settings) as database:
         api.create_thread(
             database,
             thread_id,
-            metadata={"graph_id": graph, "assistant_id": cron.assistant_id, **metadata},
+            metadata={
+                "graph_id": graph,
+                "assistant_id": cron.assistant_id,
+                **metadata,
+                **({OWNER: cron.user_id} if cron.user_id else {}),  # its run uses their memory
+            },
         )
     return thread_id
 
@@ -150,7 +155,7 @@ def _delete_when_done(settings: Settings, runs: Runs, run: Run) -> None:
 
 def _delete_thread(settings: Settings, runs: Runs, thread_id: str) -> None:
     try:
-        with open_database(settings.database, settings.busy_timeout) as database:
+        with server_database(settings) as database:
             api.delete_thread(database, thread_id)
     except AppError as exc:
         log.warning("the cron's thread %s was not deleted: %s", thread_id, exc)

@@ -12,20 +12,27 @@ from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import croniter
-from fastapi import APIRouter, Body, Request, Response
+from fastapi import APIRouter, Body, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from app.config import Settings
-from app.db import open_database
+from app.db.base import Database
 from app.db.crons import CronRecord
 from app.errors import NotFoundError, UsageError
-from app.server.params import ThreadId
 from app.server.standard.assistants import assistant
 from app.server.standard.cron_scheduler import instant, next_run
 from app.server.standard.runs import RunRequest, approval_policy
 from app.server.standard.wire import user_text
+from app.server.users import (
+    Caller,
+    CurrentUser,
+    Db,
+    OwnedThreadId,
+    ServerSettings,
+    server_database,
+)
 from app.service import api
 from tools import clock
 
@@ -158,12 +165,17 @@ def checked_run(settings: Settings, payload: dict[str, Any]) -> RunRequest:
 
 
 def new_cron(
-    settings: Settings, body: CronCreate, thread_id: str | None, now: datetime
+    settings: Settings,
+    body: CronCreate,
+    thread_id: str | None,
+    now: datetime,
+    caller: Caller | None = None,
 ) -> CronRecord:
-    """Check the cron and store it; its first run is the schedule's first time after `now`."""
+    """Check the cron and store it; its first run is the schedule's first time after `now`. Under
+    a users file it is the caller's (their user_id; its runs use their memory)."""
     payload = {**body.payload(), "assistant_id": assistant(body.assistant_id).assistant_id}
     if thread_id is not None:
-        with open_database(settings.database, settings.busy_timeout) as database:
+        with server_database(settings) as database:
             api.thread_view(database, thread_id)  # a missing thread is a 404
     checked_run(settings, payload)
     cron = CronRecord(
@@ -178,11 +190,11 @@ def new_cron(
         on_run_completed=None if thread_id else (body.on_run_completed or "delete"),
         payload=payload,
         metadata=payload.get("metadata") or {},
-        user_id=None,
+        user_id=caller.user if caller is not None and caller.scoped else None,
         created_at=instant(now),
         updated_at=instant(now),
     )
-    with open_database(settings.database, settings.busy_timeout) as database:
+    with server_database(settings) as database:
         database.save_cron(cron)
     return cron
 
@@ -243,71 +255,75 @@ def contains(value: Any, wanted: Any) -> bool:
     return value == wanted
 
 
-def routes() -> APIRouter:
-    router = APIRouter(tags=["crons"])
+router = APIRouter(tags=["crons"])
 
-    def settings_of(request: Request) -> Settings:
-        return request.app.state.settings
 
-    def found(database: Any, cron_id: str) -> CronRecord:
-        cron = database.cron(cron_id)
-        if cron is None:
-            raise NotFoundError(f"cron {cron_id[:80]} does not exist")
-        return cron
+def owned_cron(database: Database, caller: Caller, cron_id: str) -> CronRecord:
+    """The cron if it exists and is the caller's (another user's is "does not exist")."""
+    cron = database.cron(cron_id)
+    if cron is None or not caller.owns(cron.user_id):
+        raise NotFoundError(f"cron {cron_id[:80]} does not exist")
+    return cron
 
-    @router.post("/runs/crons")
-    def create_cron(request: Request, body: CronCreate) -> dict:
-        """A cron whose every firing runs on a new thread (deleted after the run unless
-        on_run_completed is keep)."""
-        return cron_json(new_cron(settings_of(request), body, None, clock.now()))
 
-    @router.post("/threads/{thread_id}/runs/crons")
-    def create_thread_cron(request: Request, thread_id: ThreadId, body: CronCreate) -> dict:
-        """A cron whose firings run on this thread, one after another (multitask_strategy)."""
-        return cron_json(new_cron(settings_of(request), body, thread_id, clock.now()))
+def callers_crons(database: Database, caller: Caller) -> list[CronRecord]:
+    return [c for c in database.crons() if caller.owns(c.user_id)]
 
-    @router.post("/runs/crons/search")
-    def search_crons(
-        request: Request, body: Annotated[CronSearch | None, Body()] = None
-    ) -> JSONResponse:
-        body = body or CronSearch()
-        settings = settings_of(request)
-        with open_database(settings.database, settings.busy_timeout) as database:
-            every = matching(database.crons(), body)
-        page = [cron_json(c) for c in every[body.offset : body.offset + body.limit]]
-        if body.select:
-            page = [{k: v for k, v in c.items() if k in body.select} for c in page]
-        headers = {"X-Pagination-Total": str(len(every))}
-        if body.offset + body.limit < len(every):
-            headers["X-Pagination-Next"] = str(body.offset + body.limit)
-        return JSONResponse(page, headers=headers)
 
-    @router.post("/runs/crons/count")
-    def count_crons(request: Request, body: Annotated[CronSearch | None, Body()] = None) -> int:
-        settings = settings_of(request)
-        with open_database(settings.database, settings.busy_timeout) as database:
-            return len(matching(database.crons(), body or CronSearch()))
+@router.post("/runs/crons")
+def create_cron(settings: ServerSettings, caller: CurrentUser, body: CronCreate) -> dict:
+    """A cron whose every firing runs on a new thread (deleted after the run unless
+    on_run_completed is keep)."""
+    return cron_json(new_cron(settings, body, None, clock.now(), caller))
 
-    @router.get("/runs/crons/{cron_id}")
-    def get_cron(request: Request, cron_id: str) -> dict:
-        settings = settings_of(request)
-        with open_database(settings.database, settings.busy_timeout) as database:
-            return cron_json(found(database, cron_id))
 
-    @router.patch("/runs/crons/{cron_id}")
-    def update_cron(request: Request, cron_id: str, body: CronWhen) -> dict:
-        settings = settings_of(request)
-        with open_database(settings.database, settings.busy_timeout) as database:
-            changes = changed_cron(settings, found(database, cron_id), body, clock.now())
-            database.update_cron(cron_id, changes)
-            return cron_json(found(database, cron_id))
+@router.post("/threads/{thread_id}/runs/crons")
+def create_thread_cron(
+    settings: ServerSettings, caller: CurrentUser, thread_id: OwnedThreadId, body: CronCreate
+) -> dict:
+    """A cron whose firings run on this thread, one after another (multitask_strategy)."""
+    return cron_json(new_cron(settings, body, thread_id, clock.now(), caller))
 
-    @router.delete("/runs/crons/{cron_id}", status_code=204)
-    def delete_cron(request: Request, cron_id: str) -> Response:
-        settings = settings_of(request)
-        with open_database(settings.database, settings.busy_timeout) as database:
-            if not database.delete_cron(cron_id):
-                raise NotFoundError(f"cron {cron_id[:80]} does not exist")
-        return Response(status_code=204)
 
-    return router
+@router.post("/runs/crons/search")
+def search_crons(
+    caller: CurrentUser, database: Db, body: Annotated[CronSearch | None, Body()] = None
+) -> JSONResponse:
+    body = body or CronSearch()
+    every = matching(callers_crons(database, caller), body)
+    page = [cron_json(c) for c in every[body.offset : body.offset + body.limit]]
+    if body.select:
+        page = [{k: v for k, v in c.items() if k in body.select} for c in page]
+    headers = {"X-Pagination-Total": str(len(every))}
+    if body.offset + body.limit < len(every):
+        headers["X-Pagination-Next"] = str(body.offset + body.limit)
+    return JSONResponse(page, headers=headers)
+
+
+@router.post("/runs/crons/count")
+def count_crons(
+    caller: CurrentUser, database: Db, body: Annotated[CronSearch | None, Body()] = None
+) -> int:
+    return len(matching(callers_crons(database, caller), body or CronSearch()))
+
+
+@router.get("/runs/crons/{cron_id}")
+def get_cron(caller: CurrentUser, database: Db, cron_id: str) -> dict:
+    return cron_json(owned_cron(database, caller, cron_id))
+
+
+@router.patch("/runs/crons/{cron_id}")
+def update_cron(
+    settings: ServerSettings, caller: CurrentUser, database: Db, cron_id: str, body: CronWhen
+) -> dict:
+    changes = changed_cron(settings, owned_cron(database, caller, cron_id), body, clock.now())
+    database.update_cron(cron_id, changes)
+    return cron_json(owned_cron(database, caller, cron_id))
+
+
+@router.delete("/runs/crons/{cron_id}", status_code=204)
+def delete_cron(caller: CurrentUser, database: Db, cron_id: str) -> Response:
+    owned_cron(database, caller, cron_id)
+    if not database.delete_cron(cron_id):
+        raise NotFoundError(f"cron {cron_id[:80]} does not exist")
+    return Response(status_code=204)

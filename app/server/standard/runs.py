@@ -45,6 +45,7 @@ from app.errors import AppError, ConflictError, NotFoundError, ThreadBusyError, 
 from app.server.errors import ForbiddenError, error_body
 from app.server.standard.assistants import Assistant, assistant, graph_id_of
 from app.server.standard.wire import checkpoint_json, jsonable, user_message_id, user_text
+from app.server.users import owners_spec
 from app.service import api
 from app.service.context import only_tools
 from app.service.events import (
@@ -658,7 +659,7 @@ def _work(
             if run.stop.is_set():
                 raise TurnInterrupted("the run was cancelled before it started")
             runs.mark_running(run)
-            with _runtime(settings, spec, policy) as runtime:
+            with _runtime(settings, owners_spec(settings, spec, run.thread_id), policy) as runtime:
                 session = runtime.session(run.thread_id, _strategy_of(request, strategy))
                 session.stop = run.stop
                 sink = StandardSink(

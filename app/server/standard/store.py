@@ -15,10 +15,11 @@ from fastapi import APIRouter, Body, Query, Request, Response
 from langgraph.store.base import BaseStore, Item
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
-from app.errors import UsageError
+from app.errors import NotFoundError, UsageError
+from app.server.users import Caller, CurrentUser
 from app.service.memory import open_memory
 from tools.memory import graph_store
-from tools.memory.graph_store import memory_namespace
+from tools.memory.graph_store import KINDS, memory_namespace
 
 # A namespace label as LangGraph's stores take it: not empty, no "." (the separator of paths).
 Label = Annotated[str, StringConstraints(min_length=1, max_length=256, pattern=r"^[^.]+$")]
@@ -27,6 +28,7 @@ Label = Annotated[str, StringConstraints(min_length=1, max_length=256, pattern=r
 FILTER_KEY = re.compile(r"^[A-Za-z0-9_-]{1,64}(\.[A-Za-z0-9_-]{1,64}){0,7}$")
 FILTER_OPS = {"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"}
 Scalar = str | int | float | bool | None
+MAX_NAMESPACES = 10_000  # a users-file server lists at most this many, then keeps the caller's
 
 
 class ItemPut(BaseModel):
@@ -91,75 +93,111 @@ def item_json(item: Item) -> dict:
     return found if score is None else found | {"score": round(score, 6)}
 
 
-def routes() -> APIRouter:
-    api = APIRouter(tags=["store"])
+router = APIRouter(tags=["store"])
 
-    @api.put("/store/items", status_code=204)
-    def put_item(request: Request, body: ItemPut) -> Response:
-        namespace = tuple(body.namespace)
-        value = body.value
-        if memory_namespace(namespace):
-            text = value.get("text")
-            if not isinstance(text, str) or not text.strip():
-                raise UsageError(f'items of {namespace[0]} need a "text" value')
-            value = value | {"saved_at": time.time()}  # orders the user's items, newest first
-        with _store(request) as store:
-            store.put(namespace, body.key, value)
-        return Response(status_code=204)
 
-    @api.get("/store/items")
-    def get_item(
-        request: Request,
-        key: str,
-        namespace: Annotated[str | None, Query()] = None,
-    ) -> dict | None:
-        """The item, or null when there is none (as LangGraph's server answers)."""
-        path = tuple((namespace or "").split(".")) if namespace else ()
-        with _store(request) as store:
-            item = store.get(path, key)
-        return item_json(item) if item is not None else None
+@router.put("/store/items", status_code=204)
+def put_item(request: Request, caller: CurrentUser, body: ItemPut) -> Response:
+    namespace = callers_namespace(caller, tuple(body.namespace))
+    value = body.value
+    if memory_namespace(namespace):
+        text = value.get("text")
+        if not isinstance(text, str) or not text.strip():
+            raise UsageError(f'items of {namespace[0]} need a "text" value')
+        value = value | {"saved_at": time.time()}  # orders the user's items, newest first
+    with _store(request) as store:
+        store.put(namespace, body.key, value)
+    return Response(status_code=204)
 
-    @api.delete("/store/items", status_code=204)
-    def delete_item(request: Request, body: ItemDelete) -> Response:
-        with _store(request) as store:
-            store.delete(tuple(body.namespace), body.key)
-        return Response(status_code=204)
 
-    @api.post("/store/items/search")
-    def search_items(request: Request, body: Annotated[ItemSearch | None, Body()] = None) -> dict:
-        """Items under the prefix; with a `query`, in Waypoint's own namespaces ranked by BM25,
-        elsewhere those whose value holds every word of it."""
-        body = body or ItemSearch()
-        prefix = tuple(body.namespace_prefix)
-        ranked = bool(body.query) and memory_namespace(prefix)
-        with _store(request) as store:
-            items = store.search(
-                prefix,
-                query=body.query if ranked else None,
-                filter=body.filter,
-                limit=body.limit,
-                offset=body.offset,
-            )
-        words = [] if ranked else (body.query or "").lower().split()
-        matching = [i for i in items if all(w in str(i.value).lower() for w in words)]
-        return {"items": [item_json(i) for i in matching]}
+@router.get("/store/items")
+def get_item(
+    request: Request,
+    caller: CurrentUser,
+    key: str,
+    namespace: Annotated[str | None, Query()] = None,
+) -> dict | None:
+    """The item, or null when there is none (as LangGraph's server answers)."""
+    path = tuple((namespace or "").split(".")) if namespace else ()
+    callers_namespace(caller, path)
+    with _store(request) as store:
+        item = store.get(path, key)
+    return item_json(item) if item is not None else None
 
-    @api.post("/store/namespaces")
-    def list_namespaces(
-        request: Request, body: Annotated[NamespaceList | None, Body()] = None
-    ) -> dict:
-        body = body or NamespaceList()
-        with _store(request) as store:
-            found = store.list_namespaces(
-                prefix=tuple(body.prefix) if body.prefix else None,
-                suffix=tuple(body.suffix) if body.suffix else None,
-                max_depth=body.max_depth,
-                limit=body.limit,
-                offset=body.offset,
-            )
-        return {"namespaces": [list(n) for n in found]}
 
-    return api
+@router.delete("/store/items", status_code=204)
+def delete_item(request: Request, caller: CurrentUser, body: ItemDelete) -> Response:
+    namespace = callers_namespace(caller, tuple(body.namespace))
+    with _store(request) as store:
+        store.delete(namespace, body.key)
+    return Response(status_code=204)
+
+
+@router.post("/store/items/search")
+def search_items(
+    request: Request, caller: CurrentUser, body: Annotated[ItemSearch | None, Body()] = None
+) -> dict:
+    """Items under the prefix; with a `query`, in Waypoint's own namespaces ranked by BM25,
+    elsewhere those whose value holds every word of it."""
+    body = body or ItemSearch()
+    prefix = callers_namespace(caller, tuple(body.namespace_prefix))
+    ranked = bool(body.query) and memory_namespace(prefix)
+    with _store(request) as store:
+        items = store.search(
+            prefix,
+            query=body.query if ranked else None,
+            filter=body.filter,
+            limit=body.limit,
+            offset=body.offset,
+        )
+    words = [] if ranked else (body.query or "").lower().split()
+    matching = [i for i in items if all(w in str(i.value).lower() for w in words)]
+    return {"items": [item_json(i) for i in matching]}
+
+
+@router.post("/store/namespaces")
+def list_namespaces(
+    request: Request, caller: CurrentUser, body: Annotated[NamespaceList | None, Body()] = None
+) -> dict:
+    """The namespaces under `prefix` (and ending in `suffix`); under a users file, the caller's."""
+    body = body or NamespaceList()
+    page = slice(body.offset, body.offset + body.limit)
+    with _store(request) as store:
+        found = store.list_namespaces(
+            prefix=tuple(body.prefix) if body.prefix else None,
+            suffix=tuple(body.suffix) if body.suffix else None,
+            max_depth=body.max_depth,
+            limit=MAX_NAMESPACES if caller.scoped else body.limit,
+            offset=0 if caller.scoped else body.offset,
+        )
+    if caller.scoped:  # LangGraph's stores cannot filter a listing by owner: this page does
+        found = [n for n in found if owner_of_namespace(n) == caller.user][page]
+    return {"namespaces": [list(n) for n in found]}
+
+
+def owner_of_namespace(namespace: tuple[str, ...]) -> str | None:
+    """Whose a namespace is under a users file: Waypoint's memory (kind, user, …) is the user's;
+    any other is its first label's, as in LangGraph's auth examples ((identity, …))."""
+    if namespace[:1] and namespace[0] in KINDS:
+        return namespace[1] if len(namespace) > 1 else None
+    return namespace[0] if namespace else None
+
+
+def callers_namespace(caller: Caller, namespace: tuple[str, ...]) -> tuple[str, ...]:
+    """The namespace, if the caller may use it; another user's is a 404 whether or not anything is
+    stored there (nothing is revealed), and one naming no user is refused."""
+    if not caller.scoped:
+        return namespace
+    owner = owner_of_namespace(namespace)
+    if owner is None:
+        raise UsageError(
+            "this server has users: name your own namespace, "
+            f'["memories", "{caller.user}"], ["experiences", "{caller.user}"] or '
+            f'["{caller.user}", …]'
+        )
+    if owner != caller.user:
+        raise NotFoundError(f"namespace {list(namespace)} does not exist")
+    return namespace
 
 
 @contextlib.contextmanager
