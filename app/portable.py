@@ -16,6 +16,7 @@ from langchain_core.language_models import BaseChatModel
 
 from app.config import load_settings
 from app.service.context import only_tools
+from graphs.shared.guarded_writes import guard_copies
 from graphs.shared.live import set_resolver
 from graphs.spec import RunSpec
 from graphs.state import AgentContext
@@ -45,8 +46,9 @@ def resolve(spec: RunSpec) -> AgentContext:
 
 set_resolver(resolve)
 
-# The graphs langgraph.json names (`waypoint` is the tool loop).
-react = get_strategy("react").build(None)
-plan = get_strategy("plan").build(None)
-reflexion = get_strategy("reflexion").build(None)
-routed = get_strategy("routed").build(None)
+# The graphs langgraph.json names (`waypoint` is the tool loop). The server copies each with its
+# checkpointer for a run; the copy guards that saver's writes from the run's first checkpoint on.
+react = guard_copies(get_strategy("react").build(None))
+plan = guard_copies(get_strategy("plan").build(None))
+reflexion = guard_copies(get_strategy("reflexion").build(None))
+routed = guard_copies(get_strategy("routed").build(None))

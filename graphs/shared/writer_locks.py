@@ -1,7 +1,8 @@
 """Who may store a thread's checkpoint right now (graphs/shared/guarded_writes.py): one writer per
 thread in the process (striped locks), and on PostgreSQL one per thread across every process on the
 database (a session advisory lock, tried, never waited for: a process storing a checkpoint of the
-same thread at this moment is the other run the rule refuses, and no wait can deadlock)."""
+same thread at this moment is the other run the rule refuses, and no wait can deadlock). On
+PostgreSQL the lock is tried and the thread's newest checkpoints read in one round trip."""
 
 from __future__ import annotations
 
@@ -12,7 +13,14 @@ import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
-from graphs.shared.guard_rows import ThreadChangedError, saver_kind
+from graphs.shared.guard_rows import (
+    NEWEST,
+    POSTGRES_NEWEST,
+    Row,
+    ThreadChangedError,
+    rows_from_sql,
+    saver_kind,
+)
 
 STRIPES = 64  # locks per process, by thread id: runs of different threads rarely wait
 BUSY = "another process is storing a checkpoint of it"
@@ -31,32 +39,49 @@ class WriterLocks:
         self.local_async = [asyncio.Lock() for _ in range(STRIPES)]
 
     @contextlib.contextmanager
-    def writing(self, thread_id: str) -> Iterator[None]:
+    def writing(self, thread_id: str) -> Iterator[list[Row] | None]:
+        """Hold the thread's writer lock. On PostgreSQL, yields the thread's newest checkpoints,
+        read in the round trip that took the lock (by a statement of its own, run after the lock
+        was taken: one statement's snapshot could predate the commit of the lock's last holder).
+        Elsewhere yields None: the caller reads them."""
         with self.local[_stripe(thread_id)]:
             if not self.postgres:
-                yield
+                yield None
                 return
-            with _session(self.saver) as run:
-                if not run(TRY_LOCK, lock_key(thread_id)):
+            with _session(self.saver) as session:
+                key = lock_key(thread_id)
+                try:
+                    locked, rows = session(key, thread_id)
+                except BaseException:
+                    session(key, None)  # the lock may have been taken before the read failed
+                    raise
+                if not locked:
                     raise ThreadChangedError(thread_id, BUSY)
                 try:
-                    yield
+                    yield rows
                 finally:
-                    run(UNLOCK, lock_key(thread_id))
+                    session(key, None)
 
     @contextlib.asynccontextmanager
-    async def awriting(self, thread_id: str) -> AsyncIterator[None]:
+    async def awriting(self, thread_id: str) -> AsyncIterator[list[Row] | None]:
+        """`writing` for a caller on the saver's event loop."""
         async with self.local_async[_stripe(thread_id)]:
             if not self.async_postgres:
-                yield
+                yield None
                 return
-            async with _asession(self.saver) as run:
-                if not await run(TRY_LOCK, lock_key(thread_id)):
+            async with _asession(self.saver) as session:
+                key = lock_key(thread_id)
+                try:
+                    locked, rows = await session(key, thread_id)
+                except BaseException:
+                    await session(key, None)
+                    raise
+                if not locked:
                     raise ThreadChangedError(thread_id, BUSY)
                 try:
-                    yield
+                    yield rows
                 finally:
-                    await run(UNLOCK, lock_key(thread_id))
+                    await session(key, None)
 
 
 TRY_LOCK = "SELECT pg_try_advisory_lock(%s)"
@@ -78,39 +103,64 @@ def _stripe(thread_id: str) -> int:
     return lock_key(thread_id) % STRIPES
 
 
+# A session's one call: (key, thread) tries the lock and reads the thread's newest checkpoints,
+# in one round trip (a pipeline), returning (locked, rows); (key, None) releases the lock.
+Session = Callable[[int, str | None], tuple[bool, list[Row]] | None]
+AsyncSession = Callable[[int, str | None], Awaitable[tuple[bool, list[Row]] | None]]
+
+
+def _lock_and_read(conn: Any, key: int, thread_id: str | None) -> tuple[bool, list[Row]] | None:
+    if thread_id is None:
+        conn.execute(UNLOCK, (key,))
+        return None
+    with conn.pipeline():
+        locking = conn.execute(TRY_LOCK, (key,))
+        reading = conn.execute(POSTGRES_NEWEST, (thread_id, NEWEST))
+        return bool(_value(locking.fetchone())), rows_from_sql(reading.fetchall())
+
+
+async def _alock_and_read(
+    conn: Any, key: int, thread_id: str | None
+) -> tuple[bool, list[Row]] | None:
+    if thread_id is None:
+        await conn.execute(UNLOCK, (key,))
+        return None
+    async with conn.pipeline():
+        locking = await conn.execute(TRY_LOCK, (key,))
+        reading = await conn.execute(POSTGRES_NEWEST, (thread_id, NEWEST))
+        return bool(_value(await locking.fetchone())), rows_from_sql(await reading.fetchall())
+
+
 @contextlib.contextmanager
-def _session(saver: Any) -> Iterator[Callable[[str, int], Any]]:
-    """Run statements in one database session of the saver's: its connection (under its lock, as
-    the saver itself uses it), or one of its pool's, held for the while (a session's advisory
-    lock is released in that session)."""
+def _session(saver: Any) -> Iterator[Session]:
+    """One database session of the saver's: its connection (under its lock, as the saver itself
+    uses it), or one of its pool's, held for the while (a session's advisory lock is released in
+    that session)."""
     from psycopg import Connection
 
     if isinstance(saver.conn, Connection):
 
-        def run(sql: str, key: int) -> Any:
+        def run(key: int, thread_id: str | None) -> tuple[bool, list[Row]] | None:
             with saver.lock:
-                return _value(saver.conn.execute(sql, (key,)).fetchone())
+                return _lock_and_read(saver.conn, key, thread_id)
 
         yield run
         return
     with saver.conn.connection() as pooled:
-        yield lambda sql, key: _value(pooled.execute(sql, (key,)).fetchone())
+        yield lambda key, thread_id: _lock_and_read(pooled, key, thread_id)
 
 
 @contextlib.asynccontextmanager
-async def _asession(saver: Any) -> AsyncIterator[Callable[[str, int], Awaitable[Any]]]:
+async def _asession(saver: Any) -> AsyncIterator[AsyncSession]:
     from psycopg import AsyncConnection
-
-    async def run_on(conn: Any, sql: str, key: int) -> Any:
-        return _value(await (await conn.execute(sql, (key,))).fetchone())
 
     if isinstance(saver.conn, AsyncConnection):
 
-        async def run(sql: str, key: int) -> Any:
+        async def run(key: int, thread_id: str | None) -> tuple[bool, list[Row]] | None:
             async with saver.lock:
-                return await run_on(saver.conn, sql, key)
+                return await _alock_and_read(saver.conn, key, thread_id)
 
         yield run
         return
     async with saver.conn.connection() as pooled:
-        yield lambda sql, key: run_on(pooled, sql, key)
+        yield lambda key, thread_id: _alock_and_read(pooled, key, thread_id)
