@@ -129,11 +129,6 @@ def linear_history(client: SyncLangGraphClient, thread_id: str) -> History:
     )
 
 
-def linear_history_questions(client: SyncLangGraphClient, thread_id: str) -> set[str]:
-    """The user messages on the thread's linear history."""
-    return linear_history(client, thread_id).questions
-
-
 def own_thread_runs_per_second(
     clients: list[SyncLangGraphClient], *, n_clients: int, runs_per_client: int
 ) -> float:
