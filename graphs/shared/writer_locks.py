@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import hashlib
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from graphs.shared.guard_rows import (
@@ -48,19 +48,22 @@ class WriterLocks:
             if not self.postgres:
                 yield None
                 return
-            with _session(self.saver) as session:
-                key = lock_key(thread_id)
+            key = lock_key(thread_id)
+            with _session(self.saver) as (conn, held):
                 try:
-                    locked, rows = session(key, thread_id)
+                    with held:
+                        locked, rows = _lock_and_read(conn, key, thread_id)
                 except BaseException:
-                    session(key, None)  # the lock may have been taken before the read failed
+                    with held, contextlib.suppress(Exception):
+                        _unlock(conn, key)  # the lock may have been taken before the read failed
                     raise
                 if not locked:
                     raise ThreadChangedError(thread_id, BUSY)
                 try:
                     yield rows
                 finally:
-                    session(key, None)
+                    with held:
+                        _unlock(conn, key)
 
     @contextlib.asynccontextmanager
     async def awriting(self, thread_id: str) -> AsyncIterator[list[Row] | None]:
@@ -69,19 +72,23 @@ class WriterLocks:
             if not self.async_postgres:
                 yield None
                 return
-            async with _asession(self.saver) as session:
-                key = lock_key(thread_id)
+            key = lock_key(thread_id)
+            async with _asession(self.saver) as (conn, held):
                 try:
-                    locked, rows = await session(key, thread_id)
+                    async with held:
+                        locked, rows = await _alock_and_read(conn, key, thread_id)
                 except BaseException:
-                    await session(key, None)
+                    async with held:
+                        with contextlib.suppress(Exception):
+                            await _aunlock(conn, key)
                     raise
                 if not locked:
                     raise ThreadChangedError(thread_id, BUSY)
                 try:
                     yield rows
                 finally:
-                    await session(key, None)
+                    async with held:
+                        await _aunlock(conn, key)
 
 
 TRY_LOCK = "SELECT pg_try_advisory_lock(%s)"
@@ -103,64 +110,49 @@ def _stripe(thread_id: str) -> int:
     return lock_key(thread_id) % STRIPES
 
 
-# A session's one call: (key, thread) tries the lock and reads the thread's newest checkpoints,
-# in one round trip (a pipeline), returning (locked, rows); (key, None) releases the lock.
-Session = Callable[[int, str | None], tuple[bool, list[Row]] | None]
-AsyncSession = Callable[[int, str | None], Awaitable[tuple[bool, list[Row]] | None]]
-
-
-def _lock_and_read(conn: Any, key: int, thread_id: str | None) -> tuple[bool, list[Row]] | None:
-    if thread_id is None:
-        conn.execute(UNLOCK, (key,))
-        return None
+def _lock_and_read(conn: Any, key: int, thread_id: str) -> tuple[bool, list[Row]]:
+    """Try the lock and read the thread's newest checkpoints: one round trip (a pipeline)."""
     with conn.pipeline():
         locking = conn.execute(TRY_LOCK, (key,))
         reading = conn.execute(POSTGRES_NEWEST, (thread_id, NEWEST))
         return bool(_value(locking.fetchone())), rows_from_sql(reading.fetchall())
 
 
-async def _alock_and_read(
-    conn: Any, key: int, thread_id: str | None
-) -> tuple[bool, list[Row]] | None:
-    if thread_id is None:
-        await conn.execute(UNLOCK, (key,))
-        return None
+def _unlock(conn: Any, key: int) -> None:
+    conn.execute(UNLOCK, (key,))
+
+
+async def _alock_and_read(conn: Any, key: int, thread_id: str) -> tuple[bool, list[Row]]:
     async with conn.pipeline():
         locking = await conn.execute(TRY_LOCK, (key,))
         reading = await conn.execute(POSTGRES_NEWEST, (thread_id, NEWEST))
         return bool(_value(await locking.fetchone())), rows_from_sql(await reading.fetchall())
 
 
+async def _aunlock(conn: Any, key: int) -> None:
+    await conn.execute(UNLOCK, (key,))
+
+
 @contextlib.contextmanager
-def _session(saver: Any) -> Iterator[Session]:
-    """One database session of the saver's: its connection (under its lock, as the saver itself
-    uses it), or one of its pool's, held for the while (a session's advisory lock is released in
-    that session)."""
+def _session(saver: Any) -> Iterator[tuple[Any, Any]]:
+    """One database session of the saver's, and what to hold while using it: its connection and
+    its lock (as the saver itself uses them), or one of its pool's, held for the while (a
+    session's advisory lock is released in that session) with nothing more to hold."""
     from psycopg import Connection
 
     if isinstance(saver.conn, Connection):
-
-        def run(key: int, thread_id: str | None) -> tuple[bool, list[Row]] | None:
-            with saver.lock:
-                return _lock_and_read(saver.conn, key, thread_id)
-
-        yield run
+        yield saver.conn, saver.lock
         return
     with saver.conn.connection() as pooled:
-        yield lambda key, thread_id: _lock_and_read(pooled, key, thread_id)
+        yield pooled, contextlib.nullcontext()
 
 
 @contextlib.asynccontextmanager
-async def _asession(saver: Any) -> AsyncIterator[AsyncSession]:
+async def _asession(saver: Any) -> AsyncIterator[tuple[Any, Any]]:
     from psycopg import AsyncConnection
 
     if isinstance(saver.conn, AsyncConnection):
-
-        async def run(key: int, thread_id: str | None) -> tuple[bool, list[Row]] | None:
-            async with saver.lock:
-                return await _alock_and_read(saver.conn, key, thread_id)
-
-        yield run
+        yield saver.conn, saver.lock
         return
     async with saver.conn.connection() as pooled:
-        yield lambda key, thread_id: _alock_and_read(pooled, key, thread_id)
+        yield pooled, contextlib.nullcontext()
