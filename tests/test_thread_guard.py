@@ -27,6 +27,7 @@ from app.service.context import make_context
 from app.store import open_checkpointer
 from graphs.shared.guard import Step, fork_reason
 from graphs.shared.guard_rows import NEWEST, Row, ThreadChangedError
+from graphs.shared.guarded_writes import guard_copies
 from graphs.state import AgentContext
 from graphs.strategies import STRATEGIES
 
@@ -523,3 +524,32 @@ async def overtaken_turn(url: str, durability: str) -> str:
         return f"{outcome}, " + (
             "the other turn kept" if kept_turns == [True, True, False] else f"kept: {kept_turns}"
         )
+
+
+def test_a_saver_s_first_run_cannot_fork_the_thread_when_a_server_hands_it_over(database: str):
+    """A server (Aegra, LangGraph's) copies the graph with its saver for each run. A saver's first
+    run stores two checkpoints before any node runs: unless the copy installed the write check,
+    another run's turn landing meanwhile is forked away (the head moves to this run's branch) and
+    lost (with a plain build in place of guard_copies, this test finds the other turn gone)."""
+    context = make_context(load_settings())
+    config = {"configurable": {"thread_id": "first-run"}}
+    first, overtaking, overtaken = question(1, 1), question(2, 2), question(3, 3)
+    with open_checkpointer(database) as theirs, open_checkpointer(database) as mine:
+        other = STRATEGIES["react"].build(theirs)
+        ask(other, first, config, context)
+        built = STRATEGIES["react"].build(None)
+        graph = guard_copies(built).copy(update={"checkpointer": mine})  # as app/portable.py
+        load_head = mine.get_tuple
+
+        def overtaken_after_loading(read: Any) -> Any:
+            head = load_head(read)
+            if not read["configurable"].get("checkpoint_id"):  # the run loading the thread's head
+                mine.get_tuple = load_head
+                ask(other, overtaking, config, context)
+            return head
+
+        mine.get_tuple = overtaken_after_loading
+        with pytest.raises(ThreadChangedError):
+            ask(graph, overtaken, config, context)
+        messages = other.get_state(config).values["messages"]
+        assert [kept_in(messages, asked) for asked in (first, overtaking)] == [True, True]
