@@ -75,25 +75,53 @@ def runs_per_second(bases: list[str], runs_per_client: int, repeats: int = 3) ->
     ]
 
 
+def runs_per_second_one_two_one(
+    python: Path, env: dict[str, str], tmp: Path, base: str, runs: int
+) -> dict:
+    """Runs/s on one instance, on two, then on the first alone again (the second stopped: with
+    Redis, any instance's workers take any instance's runs), so a change in the machine's load
+    shows as a difference between the two one-instance measures."""
+    figures = {"runs_per_s_one_instance": runs_per_second([base], runs)}
+    b = start_instance(python, env, tmp, "b")
+    try:
+        figures["runs_per_s_two_instances"] = runs_per_second([base, b.base], runs)
+    finally:
+        b.stop()
+    figures["runs_per_s_one_instance_again"] = runs_per_second([base], runs)
+    return figures
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs-per-client", type=int, default=10)
     parser.add_argument(
         "--shared-repeats", type=int, default=5, help="of the shared-thread workload"
     )
+    parser.add_argument("--durability", choices=["sync", "async"], help="else aegra.json's")
+    parser.add_argument(
+        "--runs-only", action="store_true", help="runs/s only: one, two, then one instance again"
+    )
     arguments = parser.parse_args()
     runs, repeats = arguments.runs_per_client, arguments.shared_repeats
     figures: dict = {"clients": N_CLIENTS, "runs_per_client": runs}
+    durability = (
+        {"AEGRA_CHECKPOINT_DURABILITY": arguments.durability} if arguments.durability else {}
+    )
     with contextlib.ExitStack() as stack:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="aegra-figures-")))
         workspace = tmp / "workspace"
         workspace.mkdir()
         pg = stack.enter_context(session_server())
         redis_url = stack.enter_context(redis_server(tmp))
-        env = instance_env(pg.new_database(), redis_url, workspace, pg.new_database())
+        env = instance_env(pg.new_database(), redis_url, workspace, pg.new_database(), **durability)
         python = aegra_python()
         a = start_instance(python, env, tmp, "a")
         stack.callback(a.stop)
+        if arguments.runs_only:
+            figures |= runs_per_second_one_two_one(python, env, tmp, a.base, runs)
+            json.dump(figures, sys.stdout, indent=2)
+            print()
+            return 0
         # One instance alone first: with Redis, any instance's workers take any instance's runs.
         figures["sdk_calls_one_instance"] = sdk_census(a.base, workspace)
         figures["seconds_per_turn"] = seconds_per_turn(get_sync_client(url=a.base), turns=5)
