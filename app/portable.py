@@ -16,6 +16,7 @@ from langchain_core.language_models import BaseChatModel
 
 from app.config import load_settings
 from app.service.context import only_tools
+from graphs.shared.guarded_writes import guard_copies
 from graphs.shared.live import set_resolver
 from graphs.shared.skeleton import StrategyGraph
 from graphs.spec import RunSpec
@@ -48,5 +49,9 @@ set_resolver(resolve)
 
 # The graphs langgraph.json and aegra.json name, one per strategy under its own name (`react` is
 # served as `waypoint`); the servers read them with getattr, so they need not be written out here.
-GRAPHS: dict[str, StrategyGraph] = {name: s.build(None) for name, s in STRATEGIES.items()}
+# A server copies each with its checkpointer for a run; the copy guards that saver's writes from the
+# run's first checkpoint on (graphs/shared/guarded_writes.py).
+GRAPHS: dict[str, StrategyGraph] = {
+    name: guard_copies(s.build(None)) for name, s in STRATEGIES.items()
+}
 globals().update(GRAPHS)

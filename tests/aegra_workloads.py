@@ -6,6 +6,7 @@ from __future__ import annotations
 import statistics
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ class Done:
     succeeded: list[str] = field(default_factory=list)
     retries: int = 0
     failures: list[str] = field(default_factory=list)
+    kept_though_refused: int = 0  # refused runs whose answer another run had carried on
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -33,28 +35,39 @@ def shared_thread_workload(
     clients: list[SyncLangGraphClient], thread_id: str, *, n_clients: int, runs_per_client: int
 ) -> Done:
     """`n_clients` clients, each streaming `runs_per_client` turns to ONE thread, alternating the
-    instances; a turn refused (409, or a run that ends in an error event, e.g. a guard's retryable
-    error) is sent again."""
+    instances. A turn refused (409, or a run that ends in an error event such as the guard's
+    ThreadChangedError) is sent again, unless its answer is already on the thread: a run refused
+    at its last step, after another run had continued from its answer (docs/notes/aegrazero.md)."""
     done = Done()
 
     def client_turns(k: int) -> None:
         for r in range(runs_per_client):
-            question = f"what is {100 * (k + 1) + r} plus 1"
-            if _send_until_accepted(clients[(k + r) % len(clients)], thread_id, question, done):
+            number = 100 * (k + 1) + r
+            client = clients[(k + r) % len(clients)]
+            if _send_until_accepted(client, thread_id, number, done):
                 with done.lock:
-                    done.succeeded.append(question)
+                    done.succeeded.append(question(number))
 
     with ThreadPoolExecutor(n_clients) as pool:
         list(pool.map(client_turns, range(n_clients)))
     return done
 
 
+def question(number: int) -> str:
+    return f"what is {number} plus 1"
+
+
+def answer(number: int) -> str:
+    """The offline model's answer to `question(number)`."""
+    return f"{number} + 1 = {number + 1}"
+
+
 def _send_until_accepted(
-    client: SyncLangGraphClient, thread_id: str, question: str, done: Done
+    client: SyncLangGraphClient, thread_id: str, number: int, done: Done
 ) -> bool:
     for attempt in range(MAX_ATTEMPTS):
         try:
-            parts = list(client.runs.stream(thread_id, "waypoint", input=user(question)))
+            parts = list(client.runs.stream(thread_id, "waypoint", input=user(question(number))))
         except ConflictError as exc:
             failure = f"409: {exc}"
         else:
@@ -65,32 +78,55 @@ def _send_until_accepted(
         with done.lock:
             done.retries += 1
             done.failures.append(failure)
+        if answered(client, thread_id, number):
+            with done.lock:
+                done.kept_though_refused += 1
+            return True
         time.sleep(0.05 * (attempt + 1))  # backoff for a busy thread, not an ordering
     return False
 
 
-def linear_history_questions(client: SyncLangGraphClient, thread_id: str) -> set[str]:
-    """The user messages on the thread's linear history: from the head through the parents."""
-    history = {
-        h["checkpoint"]["checkpoint_id"]: h
-        for h in client.threads.get_history(thread_id, limit=1000)
-    }
-    questions: set[str] = set()
+def answered(client: SyncLangGraphClient, thread_id: str, number: int) -> bool:
+    """Whether the thread's head holds the answer to `question(number)`."""
+    messages = client.threads.get_state(thread_id)["values"].get("messages", [])
+    return any(m["type"] == "ai" and m["content"] == answer(number) for m in messages)
+
+
+@dataclass
+class History:
+    """What a thread's linear history (from the head through the parents) holds."""
+
+    questions: set[str]  # the user messages on it
+    answers: Counter[str]  # each answer on it, by text: how many messages (distinct ids) say it
+    off_history: list[str]  # the thread's checkpoints that are not on it (a fork's)
+    said: list[tuple[str, str]]  # (type, text) of each message with text, the head's first
+
+
+def linear_history(client: SyncLangGraphClient, thread_id: str) -> History:
+    """The thread's linear history, walked from its head through the parents."""
+    snapshots = client.threads.get_history(thread_id, limit=1000)
+    history = {h["checkpoint"]["checkpoint_id"]: h for h in snapshots}
+    messages: dict[str, dict] = {}
+    on_history: set[str] = set()
     checkpoint: str | None = client.threads.get_state(thread_id)["checkpoint"]["checkpoint_id"]
     for _ in range(len(history)):
         if checkpoint is None:
-            return questions
+            break
+        on_history.add(checkpoint)
         snapshot = history[checkpoint]
-        questions |= {
-            m["content"] for m in snapshot["values"].get("messages", []) if m["type"] == "human"
-        }
-        parent = snapshot.get("parent_checkpoint") or {}
-        checkpoint = parent.get("checkpoint_id")
+        messages |= {m["id"]: m for m in snapshot["values"].get("messages", [])}
+        checkpoint = (snapshot.get("parent_checkpoint") or {}).get("checkpoint_id")
     if checkpoint is not None:
         raise AssertionError(
             f"the history of {thread_id} loops or goes past {len(history)} entries"
         )
-    return questions
+    said = [(m["type"], m["content"]) for m in messages.values() if m["content"]]
+    return History(
+        {text for kind, text in said if kind == "human"},
+        Counter(text for kind, text in said if kind == "ai"),
+        [c for c in history if c not in on_history],
+        said,
+    )
 
 
 def own_thread_runs_per_second(

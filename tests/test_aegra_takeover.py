@@ -20,6 +20,7 @@ import pytest
 from langgraph_sdk import get_sync_client
 
 from tests.aegra_servers import (
+    FAST_TAKEOVER,
     AegraUnavailable,
     Instance,
     Pair,
@@ -135,6 +136,7 @@ def takeover(pg_server: Server, tmp_path: Path) -> Iterator[Takeover]:
             "OPENAI_API_KEY": "sk-test",
             "APP_WEATHER_BACKEND": "open-meteo",
             "APP_WEATHER_URL": weather.url,
+            **FAST_TAKEOVER,
         }
         try:
             pair = stack.enter_context(aegra_pair(pg_server, tmp_path, workspace, **services))

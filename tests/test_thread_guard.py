@@ -27,6 +27,7 @@ from app.service.context import make_context
 from app.store import open_checkpointer
 from graphs.shared.guard import Step, fork_reason
 from graphs.shared.guard_rows import NEWEST, Row, ThreadChangedError
+from graphs.shared.guarded_writes import guard_copies
 from graphs.state import AgentContext
 from graphs.strategies import STRATEGIES
 
@@ -461,3 +462,94 @@ def test_the_step_is_known_without_execution_info(monkeypatch: pytest.MonkeyPatc
             {"n": 0}, {"configurable": {"thread_id": "t"}}
         )
     assert seen[0] is not None and seen[0] == seen[1]
+
+
+@pytest.mark.parametrize("durability", ["async", "sync"])
+def test_a_run_overtaken_before_its_first_write_fails_whatever_the_durability(
+    pg_url: str, durability: str
+):
+    """Another instance's whole turn lands right after this run read the thread's head, so this
+    run's ids are the newest and its node checks see nothing wrong: its first checkpoint is refused
+    as it is stored. With durability "async" (Aegra's and LangGraph's default) that refusal happens
+    behind the run, in a task whose GraphBubbleUp LangGraph drops once it is over; it must still
+    reach the caller (here at the run's end), and nothing of the run be stored."""
+    assert asyncio.run(overtaken_turn(pg_url, durability)) == "refused, the other turn kept"
+
+
+async def overtaken_turn(url: str, durability: str) -> str:
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+    from psycopg import AsyncConnection
+    from psycopg.rows import dict_row
+
+    class OvertakenSaver(AsyncPostgresSaver):
+        """Runs `overtake` once, right after a run loaded the thread's head."""
+
+        overtake: Callable[[], Any] | None = None
+
+        async def aget_tuple(self, config: Any) -> Any:
+            head = await super().aget_tuple(config)
+            if self.overtake is not None and not config["configurable"].get("checkpoint_id"):
+                overtake, self.overtake = self.overtake, None
+                await overtake()
+            return head
+
+    context = make_context(load_settings())
+    config = {"configurable": {"thread_id": "overtaken"}}
+    settings = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
+    async with (
+        await AsyncConnection.connect(url, **settings) as mine,
+        await AsyncConnection.connect(url, **settings) as theirs,
+    ):
+        saver, other_saver = OvertakenSaver(mine), AsyncPostgresSaver(theirs)  # two instances
+        await saver.setup()
+        graph, other = (STRATEGIES["react"].build(s) for s in (saver, other_saver))
+        first, overtaking, overtaken = question(1, 1), question(2, 2), question(3, 3)
+        await graph.ainvoke({"messages": first["messages"]}, config, context=context)
+
+        async def other_turn() -> None:
+            turn = {"messages": overtaking["messages"]}
+            await other.ainvoke(turn, config, context=context, durability="sync")
+
+        saver.overtake = other_turn
+        try:
+            turn = {"messages": overtaken["messages"]}
+            async for _ in graph.astream(turn, config, context=context, durability=durability):
+                await asyncio.sleep(0.01)  # a server sends each chunk on before it reads the next
+        except ThreadChangedError:
+            outcome = "refused"
+        else:
+            outcome = "reported success"
+        messages = (await graph.aget_state(config)).values["messages"]
+        kept_turns = [kept_in(messages, asked) for asked in (first, overtaking, overtaken)]
+        return f"{outcome}, " + (
+            "the other turn kept" if kept_turns == [True, True, False] else f"kept: {kept_turns}"
+        )
+
+
+def test_a_saver_s_first_run_cannot_fork_the_thread_when_a_server_hands_it_over(database: str):
+    """A server (Aegra, LangGraph's) copies the graph with its saver for each run. A saver's first
+    run stores two checkpoints before any node runs: unless the copy installed the write check,
+    another run's turn landing meanwhile is forked away (the head moves to this run's branch) and
+    lost (with a plain build in place of guard_copies, this test finds the other turn gone)."""
+    context = make_context(load_settings())
+    config = {"configurable": {"thread_id": "first-run"}}
+    first, overtaking, overtaken = question(1, 1), question(2, 2), question(3, 3)
+    with open_checkpointer(database) as theirs, open_checkpointer(database) as mine:
+        other = STRATEGIES["react"].build(theirs)
+        ask(other, first, config, context)
+        built = STRATEGIES["react"].build(None)
+        graph = guard_copies(built).copy(update={"checkpointer": mine})  # as app/portable.py
+        load_head = mine.get_tuple
+
+        def overtaken_after_loading(read: Any) -> Any:
+            head = load_head(read)
+            if not read["configurable"].get("checkpoint_id"):  # the run loading the thread's head
+                mine.get_tuple = load_head
+                ask(other, overtaking, config, context)
+            return head
+
+        mine.get_tuple = overtaken_after_loading
+        with pytest.raises(ThreadChangedError):
+            ask(graph, overtaken, config, context)
+        messages = other.get_state(config).values["messages"]
+        assert [kept_in(messages, asked) for asked in (first, overtaking)] == [True, True]

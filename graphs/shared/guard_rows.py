@@ -53,11 +53,11 @@ def newest_checkpoints(saver: BaseCheckpointSaver, thread_id: str) -> list[Row]:
     # The ignores below: `saver_kind` names the concrete saver, whose own methods are used.
     if kind == "sqlite":
         with saver.cursor(transaction=False) as cursor:  # type: ignore[attr-defined]
-            return _rows(cursor.execute(SQLITE_NEWEST, (thread_id, NEWEST)).fetchall())
+            return rows_from_sql(cursor.execute(SQLITE_NEWEST, (thread_id, NEWEST)).fetchall())
     if kind == "postgres":
         with saver._cursor() as cursor:  # type: ignore[attr-defined]
             cursor.execute(POSTGRES_NEWEST, (thread_id, NEWEST))
-            return _rows(cursor.fetchall())
+            return rows_from_sql(cursor.fetchall())
     if kind == "async-postgres":  # a sync node runs in a worker thread, never on the saver's loop
         reading = anewest_checkpoints(saver, thread_id)
         return asyncio.run_coroutine_threadsafe(reading, saver.loop).result()  # type: ignore[attr-defined]
@@ -69,7 +69,7 @@ async def anewest_checkpoints(saver: BaseCheckpointSaver, thread_id: str) -> lis
     if saver_kind(saver) == "async-postgres":  # the ignore: an AsyncPostgresSaver's own cursor
         async with saver._cursor() as cursor:  # type: ignore[attr-defined]
             await cursor.execute(POSTGRES_NEWEST, (thread_id, NEWEST))
-            return _rows(await cursor.fetchall())
+            return rows_from_sql(await cursor.fetchall())
     return [row_of(t) async for t in saver.alist(_thread(thread_id), limit=NEWEST)]
 
 
@@ -107,7 +107,8 @@ def _kind_of(saver_class: type) -> str | None:
     return None
 
 
-def _rows(found: Sequence[Any]) -> list[Row]:
+def rows_from_sql(found: Sequence[Any]) -> list[Row]:
+    """Rows of SQLITE_NEWEST or POSTGRES_NEWEST (tuples, or dicts from the savers' connections)."""
     rows = []
     for found_row in found:
         checkpoint_id, parent, metadata = (

@@ -3,8 +3,9 @@ a checkpoint that would fork its thread, i.e. one whose parent is no longer the 
 The check and the write hold the thread's writer lock (graphs/shared/writer_locks.py): no other run
 in the process, nor on PostgreSQL in any process, can store a checkpoint of the thread between them.
 
-LangGraph offers no hook before a checkpoint is stored, so a guarded step installs the check on the
-saver object its engine handed the run (`put` and `aput`), once; the saver is otherwise unchanged."""
+LangGraph offers no hook before a checkpoint is stored, so the check is installed on the saver object
+an engine hands the run (`put` and `aput`), once: by a guarded step, or earlier, when a server copies
+a graph of `guard_copies` with its checkpointer; the saver is otherwise unchanged."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph._internal._constants import CONFIG_KEY_RUNTIME  # in a run's config only
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph.state import CompiledStateGraph
 
 from graphs.shared.guard_rows import (
     Row,
@@ -22,6 +24,7 @@ from graphs.shared.guard_rows import (
     anewest_checkpoints,
     newest_checkpoints,
 )
+from graphs.shared.live import RunContext
 from graphs.shared.writer_locks import WriterLocks
 
 INSTALLED = "_waypoint_one_writer"
@@ -41,6 +44,25 @@ def guard_writes(saver: BaseCheckpointSaver) -> None:
 _installing = threading.Lock()
 
 
+class GuardedCopies(CompiledStateGraph[Any, RunContext, Any, Any]):
+    """A compiled graph whose copies made with a checkpointer have the check installed on it. That
+    is how Aegra and LangGraph's server hand a graph their saver, per run: installed there, the
+    check also covers the first checkpoints of a process's first run, which LangGraph stores
+    before any node (and so any node's check) runs."""
+
+    def copy(self, update: dict[str, Any] | None = None) -> GuardedCopies:
+        saver = (update or {}).get("checkpointer")
+        if isinstance(saver, BaseCheckpointSaver):
+            guard_writes(saver)
+        return super().copy(update)
+
+
+def guard_copies(graph: CompiledStateGraph[Any, RunContext, Any, Any]) -> GuardedCopies:
+    """`graph` as a GuardedCopies (the same graph: built as `copy` builds one)."""
+    attributes = {k: v for k, v in graph.__dict__.items() if k != "__orig_class__"}
+    return GuardedCopies(**attributes)
+
+
 def _install(saver: BaseCheckpointSaver) -> None:
     put, aput = saver.put, saver.aput
     locks = WriterLocks(saver)
@@ -49,8 +71,10 @@ def _install(saver: BaseCheckpointSaver) -> None:
         thread_id = _root_thread(config, metadata)
         if thread_id is None:
             return put(config, checkpoint, metadata, versions)
-        with locks.writing(thread_id):
-            refuse_fork(newest_checkpoints(saver, thread_id), config, checkpoint["id"])
+        with locks.writing(thread_id) as rows:
+            if rows is None:  # not read with the lock
+                rows = newest_checkpoints(saver, thread_id)
+            refuse_fork(rows, config, checkpoint["id"])
             return put(config, checkpoint, metadata, versions)
 
     async def checked_aput(
@@ -59,8 +83,9 @@ def _install(saver: BaseCheckpointSaver) -> None:
         thread_id = _root_thread(config, metadata)
         if thread_id is None:
             return await aput(config, checkpoint, metadata, versions)
-        async with locks.awriting(thread_id):
-            rows = await anewest_checkpoints(saver, thread_id)
+        async with locks.awriting(thread_id) as rows:
+            if rows is None:
+                rows = await anewest_checkpoints(saver, thread_id)
             refuse_fork(rows, config, checkpoint["id"])
             return await aput(config, checkpoint, metadata, versions)
 
