@@ -55,7 +55,10 @@ def _measure(directory: Path, runs: int, threads: int) -> dict:
     directory.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     readings: dict[int, float] = {}
-    with _server(directory) as (process, base), httpx.Client(base_url=base, timeout=120) as client:
+    with (
+        serve_process(directory) as (process, base),
+        httpx.Client(base_url=base, timeout=120) as client,
+    ):
         for n in range(runs):
             thread = f"t{n % threads}"
             body = {
@@ -66,7 +69,7 @@ def _measure(directory: Path, runs: int, threads: int) -> dict:
             answer = client.post(f"/threads/{thread}/runs/wait", json=body)
             answer.raise_for_status()
             if n + 1 in (min(EARLY, runs), max(1, runs // 2), runs):
-                readings[n + 1] = _rss_mib(process.pid)
+                readings[n + 1] = rss_mib(process.pid)
     return {
         "runs": runs,
         "early_runs": min(EARLY, runs),
@@ -80,8 +83,9 @@ def _measure(directory: Path, runs: int, threads: int) -> dict:
 
 
 @contextmanager
-def _server(directory: Path) -> Iterator[tuple[subprocess.Popen, str]]:
+def serve_process(directory: Path) -> Iterator[tuple[subprocess.Popen, str]]:
     """`serve` with the offline model on a database of its own."""
+    directory.mkdir(parents=True, exist_ok=True)
     command = [
         sys.executable,
         "-m",
@@ -116,7 +120,7 @@ def _url(process: subprocess.Popen, log: Path) -> str:
     raise RuntimeError(f"serve did not start:\n{log.read_text()[-2000:]}")
 
 
-def _rss_mib(pid: int) -> float:
+def rss_mib(pid: int) -> float:
     status = Path(f"/proc/{pid}/status").read_text()
     kib = int(re.search(r"VmRSS:\s+(\d+) kB", status).group(1))  # type: ignore[union-attr]
     return kib / 1024
