@@ -44,7 +44,13 @@ from app.db.run_records import ACTIVE, RunRecord, RunTable
 from app.errors import AppError, ConflictError, NotFoundError, ThreadBusyError, UsageError
 from app.server.errors import ForbiddenError, error_body
 from app.server.standard.assistants import Assistant, assistant, graph_id_of
-from app.server.standard.wire import checkpoint_json, jsonable, user_message_id, user_text
+from app.server.standard.wire import (
+    MessageDumps,
+    checkpoint_json,
+    jsonable,
+    user_message_id,
+    user_text,
+)
 from app.service import api
 from app.service.context import only_tools
 from app.service.events import (
@@ -876,6 +882,9 @@ class StandardSink:
         self._partial: list[str] = []
         self._messages: dict[str, BaseMessage] = {}  # for `messages`: each message so far, by id
         self._values: Any = None  # the last state, the `events` run's output
+        # Every `values` event is the whole state: each message is dumped once per run, and the
+        # events the run keeps share its JSON (a 1,600-message thread kept ~5 copies per turn).
+        self._dumped = MessageDumps()
 
     def partial_answer(self) -> str:
         return "".join(self._partial)
@@ -896,28 +905,41 @@ class StandardSink:
             self._whole_message(event)
         if isinstance(event, TurnEnd) and not self.final_event:
             return  # Waypoint's own summary of the turn: LangGraph's server sends no such event
+        if isinstance(event, NodeFailed):
+            log.error("internal error in node %s:\n%s", event.node, event.traceback)
+        if mode_name(self._mode(event)) not in self.modes:
+            return  # not turned into JSON: a values event is the whole state
         mode, data, namespace = self._wire(event)
-        if mode is None or mode_name(mode) not in self.modes:
-            return
         if namespace and not self.subgraphs:
             if mode != "messages":
                 return
             namespace = ()  # LangGraph streams a subgraph's messages without subgraphs too
         self.run.publish("|".join([mode, *namespace]) if namespace else mode, data)
 
-    def _wire(self, event: Event) -> tuple[str | None, Any, tuple[str, ...]]:
+    @staticmethod
+    def _mode(event: Event) -> str:
+        """The stream mode `event` goes out in (before it is turned into JSON)."""
+        if isinstance(event, Token | MessageOut):
+            return "messages"
+        if isinstance(event, StateValues):
+            return "values"
+        if isinstance(event, NodeUpdate):
+            return "updates"
+        if isinstance(event, GraphChunk):
+            return event.mode
+        return "custom"
+
+    def _wire(self, event: Event) -> tuple[str, Any, tuple[str, ...]]:
         if isinstance(event, Token):
             return "messages", [jsonable(event.chunk), jsonable(event.metadata)], event.namespace
         if isinstance(event, MessageOut):
             return "messages", [jsonable(event.message), jsonable(event.metadata)], event.namespace
         if isinstance(event, StateValues):
-            return "values", jsonable(event.values), event.namespace
+            return "values", jsonable(event.values, self._dumped), event.namespace
         if isinstance(event, NodeUpdate):
             return "updates", {event.node: jsonable(event.update)}, event.namespace
         if isinstance(event, GraphChunk):
             return event.mode, graph_chunk_json(event), event.namespace
-        if isinstance(event, NodeFailed):
-            log.error("internal error in node %s:\n%s", event.node, event.traceback)
         wire = as_json(event)  # Waypoint's own events: tool cards, retries, notices
         return "custom", {"type": wire.pop("event"), **wire}, ()
 
