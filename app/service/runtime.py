@@ -6,6 +6,9 @@ replayed turn has the same tools as the turn it replays."""
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
+import functools
 import gc
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -104,3 +107,24 @@ def settle_heap() -> None:
     objects alive at the call are kept for good, so a cycle among them is never freed."""
     gc.freeze()
     gc.set_threshold(YOUNG_COLLECTION_EVERY, 10, 10)
+
+
+def tidy_heap() -> None:
+    """For a long-lived process that has just finished a piece of work and has nothing running:
+    collect every generation (with the thresholds of `settle_heap`, a run's cyclic garbage can
+    wait in the oldest generation for ~a million allocations) and give the memory the C heap
+    holds free back to the system (glibc's `malloc_trim`; nothing where there is none). A run's
+    transient objects (its state's JSON, its step's buffers) otherwise stay in the process's
+    resident memory as free space: serve's RSS after 2,000 runs was 1.5x that after 100."""
+    gc.collect()
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@functools.cache
+def _malloc_trim():  # type: ignore[no-untyped-def]
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):  # not glibc (macOS, musl): its allocator is left as it is
+        return None

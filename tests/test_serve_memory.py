@@ -1,12 +1,16 @@
-"""A run's events as JSON: a `values` event is the whole state, so each message of it is dumped
-once per run and only for a client that asked for `values`."""
+"""What a run leaves in serve's memory: a `values` event is the whole state, so each message of it
+is dumped once per run and only for a client that asked for `values`; after runs, an idle server
+frees what they left (at most once a second)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from langchain_core.messages import AIMessage, HumanMessage
 
+from app.config import load_settings
 from app.server.standard import runs
-from app.server.standard.runs import Run, StandardSink
+from app.server.standard.runs import Run, Runs, StandardSink
 from app.service.events import NodeUpdate, StateValues
 
 
@@ -34,3 +38,22 @@ def test_a_values_event_no_client_asked_for_is_not_turned_into_json(monkeypatch)
     sink.emit(StateValues({"messages": [HumanMessage("hi", id="h1")]}))
     sink.emit(NodeUpdate("agent", {"turn": 1}))
     assert dumped == [{"turn": 1}] and [name for name, _ in run.kept_events()] == ["updates"]
+
+
+def test_an_idle_server_tidies_its_heap_after_runs_at_most_once_a_second(
+    monkeypatch, tmp_path: Path
+):
+    tidied: list[float] = []
+    clock = [100.0]
+    monkeypatch.setattr(runs, "tidy_heap", lambda: tidied.append(clock[0]))
+    monkeypatch.setattr(runs.time, "monotonic", lambda: clock[0])
+    server = Runs(load_settings(db=tmp_path / "agent.sqlite", workspace=tmp_path))
+    server.tidy_when_idle()
+    clock[0] += 0.5
+    server.tidy_when_idle()  # too soon
+    clock[0] += 1
+    server.adopt(new_run())
+    server.tidy_when_idle()  # another run is live here
+    server.forget(new_run())
+    server.tidy_when_idle()
+    assert tidied == [100.0, 101.5]
