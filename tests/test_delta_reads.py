@@ -304,3 +304,18 @@ def test_a_message_without_an_id_is_never_shared():
 
 def plain_ids(snapshots: list[list]) -> list[list[str]]:
     return [[m.id for m in snapshot] for snapshot in snapshots]
+
+
+def test_the_write_cache_is_bounded_by_what_its_messages_hold_not_their_stored_bytes(monkeypatch):
+    """A compressed message write is ~50 bytes and ~1.3 KB decoded: 4,096 of them, bounded by
+    their stored size, held ~12 MB (serve's rise over 2,000 runs on 200 threads)."""
+    from app.db.base import checkpoint_serializer
+    from app.db.decoded import MESSAGE_BYTES
+
+    bound = sqlite_delta.WRITES.max_bytes
+    monkeypatch.setattr(sqlite_delta, "WRITES", Decoded(entries=4096, max_bytes=bound))
+    serde = checkpoint_serializer()
+    reader = sqlite_delta.WriteValues(serde)
+    for n in range(4096):
+        reader.loads_typed(serde.dumps_typed([HumanMessage(f"q{n}", id=f"h-{n}")]))
+    assert 0 < len(sqlite_delta.WRITES) * MESSAGE_BYTES <= bound < 4096 * MESSAGE_BYTES

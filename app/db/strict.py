@@ -25,7 +25,7 @@ from langgraph.checkpoint.serde import jsonplus
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 from app.db import raw
-from app.db.decoded import Decoded
+from app.db.decoded import Decoded, held_bytes
 from app.db.raw import MESSAGE_CHANNELS
 from app.db.unreadable import SHAPE_ERRORS, UnreadableCheckpointError
 
@@ -79,13 +79,14 @@ class Snapshots:
     place: a changed message is a new one with the same id)."""
 
     def __init__(self, size: int = 8) -> None:
-        self._kept = Decoded(entries=size, max_bytes=1024 * 1024 * 1024)
+        # by entries, and by what they hold (conversations of up to ~18,000 messages are kept)
+        self._kept = Decoded(entries=size, max_bytes=256 * 1024 * 1024)
 
     def value(self, payload: bytes, decode: Callable[[], Any]) -> Any:
         found, value = self._kept.get(payload)
         if not found:
             value = decode()
-            self._kept.keep(payload, value, len(payload))
+            self._kept.keep(payload, value, len(payload) + held_bytes(value))
         return copy.copy(value)
 
 
