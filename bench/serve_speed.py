@@ -9,7 +9,7 @@ import socket
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -31,7 +31,8 @@ def serve_speed(workdir: Path, runs_per_client: int) -> dict[str, dict]:
     with serve_process(workdir / "speed-serve") as (process, base):
         found["serve"] = _clients(base, runs_per_client) | {"rss_mib": rss_mib(process.pid)}
     if shutil.which("langgraph"):
-        with langgraph_dev(workdir / "speed-dev") as (process, base):
+        directory = workdir / "speed-dev"
+        with langgraph_dev(directory, directory / "workspace", clean_env()) as (process, base):
             found["langgraph dev"] = _clients(base, runs_per_client) | {
                 "rss_mib": rss_mib(process.pid)
             }
@@ -92,16 +93,21 @@ def _runs(base: str, thread: str, count: int, first: int) -> list[float]:
 
 
 @contextlib.contextmanager
-def langgraph_dev(directory: Path) -> Iterator[tuple[subprocess.Popen, str]]:
-    """`langgraph dev` (its in-memory runtime) serving this repository's langgraph.json, with the
-    offline model and a database and workspace of its own."""
+def langgraph_dev(
+    directory: Path, workspace: Path, environment: Mapping[str, str]
+) -> Iterator[tuple[subprocess.Popen, str]]:
+    """`langgraph dev` (its in-memory runtime) serving this repository's langgraph.json, with a
+    database (in `directory`) and `workspace` of its own, in `environment` (the offline model
+    unless it names another)."""
     directory.mkdir(parents=True, exist_ok=True)
     # langgraph.json names ./app/portable.py from the working directory, which keeps the
     # runtime's own files (.langgraph_api/): a fresh directory linked to the repository's app/
     (directory / "app").symlink_to(REPO / "app", target_is_directory=True)
     port = _free_port()
-    env = clean_env() | {
-        "APP_WORKSPACE": str(directory / "workspace"),
+    env = {
+        **environment,
+        "PYTHONPATH": str(REPO),
+        "APP_WORKSPACE": str(workspace),
         "APP_DB": str(directory / "agent.sqlite"),
         "LANGSMITH_TRACING": "false",
         "LANGGRAPH_CLI_NO_ANALYTICS": "1",
@@ -136,6 +142,7 @@ def _free_port() -> int:
 
 
 def _wait_until_ok(base: str, process: subprocess.Popen, log: Path) -> None:
+    """Until /ok answers: the server's own start-up, not an ordering of two processes."""
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and process.poll() is None:
         with contextlib.suppress(httpx.HTTPError):
