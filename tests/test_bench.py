@@ -108,12 +108,17 @@ def test_the_serve_memory_rows_measure_a_real_server(tmp_path: Path):
     found = serve_memory.serve_memory(tmp_path, runs=4)
     assert [(c["runs"], c["threads"]) for c in found.values()] == [(4, 1), (4, 1)]
     rows = serve_memory.figures(found)
-    assert [r.workload for r in rows] == ["serve runs"] * 4
-    assert all(r.unit == "MiB" and r.waypoint > 10 and r.baseline > 10 for r in rows)
-    assert [r.metric for r in rows[:2]] == [
+    assert [r.workload for r in rows] == ["serve runs"] * 8
+    rss = [r for r in rows if r.unit == "MiB"]
+    assert len(rss) == 4 and all(r.waypoint > 10 and r.baseline > 10 for r in rss)
+    assert [r.metric for r in rows[:4]] == [
         "RSS after 4 runs vs after 4 (1 threads)",
         "RSS after 4 runs vs after 2 (1 threads)",
+        "thread state after 4 runs vs after 4 (1 threads)",
+        "largest thread state in 4 runs vs after 4 (1 threads)",
     ]
+    one = found["one thread"]  # 4 turns: a question, a tool call, its result and the answer each
+    assert one["messages_end"] == one["messages_peak"] == 16 and one["state_end_kib"] > 1
 
 
 @pytest.mark.skipif(
