@@ -111,12 +111,11 @@ def settle_heap() -> None:
 
 def tidy_heap() -> None:
     """For a long-lived process that has just finished a piece of work and has nothing running:
-    collect every generation (with the thresholds of `settle_heap`, a run's cyclic garbage can
-    wait in the oldest generation for ~a million allocations) and give the memory the C heap
-    holds free back to the system (glibc's `malloc_trim`; nothing where there is none). A run's
-    transient objects (its state's JSON, its step's buffers) otherwise stay in the process's
-    resident memory as free space: serve's RSS after 2,000 runs was 1.5x that after 100."""
-    gc.collect()
+    give the memory the C heap holds free back to the system (glibc's `malloc_trim`; nothing where
+    there is none). A run's transient objects (its state's JSON, its step's buffers) otherwise stay
+    in the process's resident memory as free space (serve: ~10 MB after 400 runs on one thread).
+    ~0.3 ms. No garbage collection here: a full one scans everything imported after `settle_heap`
+    froze the heap (LangGraph's modules load with the first run), ~50 ms."""
     trim = _malloc_trim()
     if trim is not None:
         trim(0)

@@ -96,8 +96,7 @@ END = "__end__"
 MAX_KEPT_EVENTS = 1_000
 # How often a server looks again at a run that another server runs (join, enqueue): seconds.
 POLL_FIRST, POLL_MOST = 0.05, 1.0
-# Seconds between two tidyings of the heap after runs (Runs.tidy_when_idle): its cost, ~1–10 ms,
-# stays under 1 % of a busy server's time
+# Seconds between two tidyings of the heap after runs (Runs.tidy_when_idle)
 TIDY_EVERY = 1.0
 
 
@@ -412,7 +411,7 @@ class Runs:
 
     def tidy_when_idle(self) -> None:
         """After a run: with no other run here, and at most once every TIDY_EVERY seconds, free
-        what the runs left behind (`tidy_heap`; ~1–10 ms, after the client has its answer)."""
+        what the runs left behind (`tidy_heap`, after the client has its answer)."""
         now = time.monotonic()
         with self._lock:
             if self._live or now - self._tidied < TIDY_EVERY:
