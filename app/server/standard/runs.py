@@ -243,6 +243,9 @@ class Run:
     events: deque[tuple[str, Any]] = field(default_factory=lambda: deque(maxlen=MAX_KEPT_EVENTS))
     listeners: list[Callable[[tuple[str, Any]], None]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # Its messages' JSON, dumped once for all its `values` events and its final values: each is
+    # the whole state (a 1,600-message thread dumped ~6 copies per turn)
+    dumps: MessageDumps = field(default_factory=MessageDumps, repr=False)
 
     @classmethod
     def of_record(cls, record: RunRecord) -> Run:
@@ -710,7 +713,7 @@ def _work(
 
 
 def _end(settings: Settings, runs: Runs, run: Run) -> None:
-    run.values, run.output_checkpoint = _final_values(settings, run.thread_id)
+    run.values, run.output_checkpoint = _final_values(settings, run.thread_id, run.dumps)
     try:
         runs.finish(run)
     except AppError as exc:  # the database went away: its lease runs out, another server looks
@@ -720,8 +723,11 @@ def _end(settings: Settings, runs: Runs, run: Run) -> None:
     runs.tidy_when_idle()
 
 
-def _final_values(settings: Settings, thread_id: str) -> tuple[Any, str | None]:
-    """The thread's values after the run (what `wait` and `join` answer) and its head checkpoint."""
+def _final_values(
+    settings: Settings, thread_id: str, dumps: MessageDumps
+) -> tuple[Any, str | None]:
+    """The thread's values after the run (what `wait` and `join` answer) and its head checkpoint;
+    the messages its events dumped already are not dumped again."""
     try:
         with open_database(settings.database, settings.busy_timeout) as database:
             head = api.head_state(database, thread_id)
@@ -729,7 +735,7 @@ def _final_values(settings: Settings, thread_id: str) -> tuple[Any, str | None]:
         return None, None
     if head is None:
         return {}, None
-    return jsonable(head.values), head.config["configurable"].get("checkpoint_id")
+    return jsonable(head.values, dumps), head.config["configurable"].get("checkpoint_id")
 
 
 def record_values(settings: Settings, record: RunRecord) -> Any:
@@ -897,9 +903,6 @@ class StandardSink:
         self._partial: list[str] = []
         self._messages: dict[str, BaseMessage] = {}  # for `messages`: each message so far, by id
         self._values: Any = None  # the last state, the `events` run's output
-        # Every `values` event is the whole state: each message is dumped once per run, and the
-        # events the run keeps share its JSON (a 1,600-message thread kept ~5 copies per turn).
-        self._dumped = MessageDumps()
 
     def partial_answer(self) -> str:
         return "".join(self._partial)
@@ -950,7 +953,7 @@ class StandardSink:
         if isinstance(event, MessageOut):
             return "messages", [jsonable(event.message), jsonable(event.metadata)], event.namespace
         if isinstance(event, StateValues):
-            return "values", jsonable(event.values, self._dumped), event.namespace
+            return "values", jsonable(event.values, self.run.dumps), event.namespace
         if isinstance(event, NodeUpdate):
             return "updates", {event.node: jsonable(event.update)}, event.namespace
         if isinstance(event, GraphChunk):
