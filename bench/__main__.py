@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from importlib.metadata import version
 from pathlib import Path
 
-from bench import report, serve_memory, workloads
+from bench import report, serve_memory, serve_speed, workloads
 
 FULL = {
     "turns": (10, 100, 1000),
@@ -75,7 +75,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
         type=int,
         default=0,
         metavar="N",
-        help="also measure serve's memory over N runs on one thread and over N/10 threads "
+        help="also measure serve's memory over N runs on one thread and over N/10 threads, "
+        "and serve next to `langgraph dev` with 8 clients sending N/10 runs between them "
         "(e.g. 2000; a few minutes)",
     )
     return parser.parse_args(argv)
@@ -214,6 +215,11 @@ def main(argv: list[str] | None = None) -> int:
             log(f"serve: {args.serve_runs} runs on one thread, then over many threads …")
             results.raw["serve"] = serve_memory.serve_memory(workdir, args.serve_runs)
             results.figures += serve_memory.figures(results.raw["serve"])
+            results.save()
+            per_client = max(2, args.serve_runs // 10 // serve_speed.CLIENTS)
+            log(f"serve and langgraph dev: {serve_speed.CLIENTS} clients × {per_client} runs …")
+            results.raw["serve_speed"] = serve_speed.serve_speed(workdir, per_client)
+            results.figures += serve_speed.figures(results.raw["serve_speed"])
     finally:
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)

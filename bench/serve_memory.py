@@ -23,7 +23,10 @@ RUNS_PER_THREAD_SPREAD = 10  # the spread case: N runs over N / 10 threads
 
 def serve_memory(workdir: Path, runs: int) -> dict[str, dict]:
     """{case: {"runs", "threads", "early_runs", "half_runs", "rss_early_mib", "rss_half_mib",
-    "rss_end_mib", "seconds"}}."""
+    "rss_end_mib", "state_early_kib", "state_end_kib", "state_peak_kib", "messages_early",
+    "messages_end", "messages_peak", "seconds"}}: the state is the JSON of the values the
+    last run answered (its thread's whole conversation; the peak, the largest over the runs), the
+    part of the growth that is the conversation's own size."""
     return {
         "one thread": _measure(workdir / "serve-one", runs, threads=1),
         "many threads": _measure(
@@ -35,27 +38,55 @@ def serve_memory(workdir: Path, runs: int) -> dict[str, dict]:
 def figures(found: dict[str, dict]) -> list[Figure]:
     """Per case, RSS after N runs next to RSS after 100 and after N/2 (the ratio is the growth;
     the second shows whether it has levelled off)."""
-    return [
-        Figure(
-            "serve runs",
-            f"RSS after {case['runs']} runs vs after {early} ({case['threads']} threads)",
-            "MiB",
-            case["rss_end_mib"],
-            case[key],
-        )
-        for case in found.values()
+    rows = []
+    for case in found.values():
+        after, threads = f"after {case['runs']} runs", f"({case['threads']} threads)"
         for early, key in (
             (case["early_runs"], "rss_early_mib"),
             (case["half_runs"], "rss_half_mib"),
+        ):
+            rows.append(
+                Figure(
+                    "serve runs",
+                    f"RSS {after} vs after {early} {threads}",
+                    "MiB",
+                    case["rss_end_mib"],
+                    case[key],
+                )
+            )
+        early = f"vs after {case['early_runs']} {threads}"
+        rows.append(
+            Figure(
+                "serve runs",
+                f"thread state {after} {early}",
+                "KiB",
+                case["state_end_kib"],
+                case["state_early_kib"],
+                better="",
+            )
         )
-    ]
+        rows.append(
+            Figure(
+                "serve runs",
+                f"largest thread state in {case['runs']} runs {early}",
+                "KiB",
+                case["state_peak_kib"],
+                case["state_early_kib"],
+                better="",
+            )
+        )
+    return rows  # fmt: skip
 
 
 def _measure(directory: Path, runs: int, threads: int) -> dict:
     directory.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     readings: dict[int, float] = {}
-    with _server(directory) as (process, base), httpx.Client(base_url=base, timeout=120) as client:
+    states: dict[int, tuple[float, int]] = {}  # after run n: (the state's KiB, its messages)
+    with (
+        serve_process(directory) as (process, base),
+        httpx.Client(base_url=base, timeout=120) as client,
+    ):
         for n in range(runs):
             thread = f"t{n % threads}"
             body = {
@@ -65,8 +96,9 @@ def _measure(directory: Path, runs: int, threads: int) -> dict:
             }
             answer = client.post(f"/threads/{thread}/runs/wait", json=body)
             answer.raise_for_status()
+            states[n + 1] = (len(answer.content) / 1024, len(answer.json().get("messages", [])))
             if n + 1 in (min(EARLY, runs), max(1, runs // 2), runs):
-                readings[n + 1] = _rss_mib(process.pid)
+                readings[n + 1] = rss_mib(process.pid)
     return {
         "runs": runs,
         "early_runs": min(EARLY, runs),
@@ -75,13 +107,20 @@ def _measure(directory: Path, runs: int, threads: int) -> dict:
         "rss_early_mib": readings[min(EARLY, runs)],
         "rss_half_mib": readings[max(1, runs // 2)],
         "rss_end_mib": readings[runs],
+        "state_early_kib": states[min(EARLY, runs)][0],
+        "state_end_kib": states[runs][0],
+        "state_peak_kib": max(kib for kib, _ in states.values()),
+        "messages_early": states[min(EARLY, runs)][1],
+        "messages_end": states[runs][1],
+        "messages_peak": max(count for _, count in states.values()),
         "seconds": time.perf_counter() - started,
     }
 
 
 @contextmanager
-def _server(directory: Path) -> Iterator[tuple[subprocess.Popen, str]]:
+def serve_process(directory: Path) -> Iterator[tuple[subprocess.Popen, str]]:
     """`serve` with the offline model on a database of its own."""
+    directory.mkdir(parents=True, exist_ok=True)
     command = [
         sys.executable,
         "-m",
@@ -116,7 +155,7 @@ def _url(process: subprocess.Popen, log: Path) -> str:
     raise RuntimeError(f"serve did not start:\n{log.read_text()[-2000:]}")
 
 
-def _rss_mib(pid: int) -> float:
+def rss_mib(pid: int) -> float:
     status = Path(f"/proc/{pid}/status").read_text()
     found = re.search(r"VmRSS:\s+(\d+) kB", status)
     if found is None:  # a kernel thread, or a process that has exited

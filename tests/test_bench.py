@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -107,9 +108,34 @@ def test_the_serve_memory_rows_measure_a_real_server(tmp_path: Path):
     found = serve_memory.serve_memory(tmp_path, runs=4)
     assert [(c["runs"], c["threads"]) for c in found.values()] == [(4, 1), (4, 1)]
     rows = serve_memory.figures(found)
-    assert [r.workload for r in rows] == ["serve runs"] * 4
-    assert all(r.unit == "MiB" and r.waypoint > 10 and r.baseline > 10 for r in rows)
-    assert [r.metric for r in rows[:2]] == [
+    assert [r.workload for r in rows] == ["serve runs"] * 8
+    rss = [r for r in rows if r.unit == "MiB"]
+    assert len(rss) == 4 and all(r.waypoint > 10 and r.baseline > 10 for r in rss)
+    assert [r.metric for r in rows[:4]] == [
         "RSS after 4 runs vs after 4 (1 threads)",
         "RSS after 4 runs vs after 2 (1 threads)",
+        "thread state after 4 runs vs after 4 (1 threads)",
+        "largest thread state in 4 runs vs after 4 (1 threads)",
     ]
+    one = found["one thread"]  # 4 turns: a question, a tool call, its result and the answer each
+    assert one["messages_end"] == one["messages_peak"] == 16 and one["state_end_kib"] > 1
+
+
+@pytest.mark.skipif(
+    shutil.which("langgraph") is None and not os.environ.get("WAYPOINT_REQUIRE_LANGGRAPH"),
+    reason="langgraph dev is not installed (langgraph-cli[inmem])",
+)
+def test_the_speed_rows_put_serve_next_to_langgraph_dev_on_the_same_runs(tmp_path: Path):
+    from bench import serve_speed
+
+    found = serve_speed.serve_speed(tmp_path, runs_per_client=1)
+    assert list(found) == ["serve", "langgraph dev"]
+    assert all(case["runs"] == case["clients"] == 8 for case in found.values())
+    rows = serve_speed.figures(found)
+    assert [(r.metric, r.better) for r in rows] == [
+        ("runs/wait throughput, 8 clients", "higher"),
+        ("runs/wait p95, 8 clients", "lower"),
+        ("runs/wait median, 8 clients", "lower"),
+        ("server RSS after the runs", "lower"),
+    ]
+    assert all(r.waypoint > 0 and r.baseline > 0 for r in rows)

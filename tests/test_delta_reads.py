@@ -272,3 +272,50 @@ def test_decoded_values_are_bounded_by_entries_and_bytes():
     for n in range(12):
         small.keep(n, n, 10)
     assert len(small) == 10 and small.get(1) == (False, None) and small.get(11) == (True, 11)
+
+
+def test_a_message_stored_in_several_blobs_is_one_object_while_it_lives():
+    """Every snapshot stores the whole conversation again, and each message also has its write:
+    decoded apart, a long thread's caches held ~27 copies of each message."""
+    from app.db.base import checkpoint_serializer
+
+    serde = checkpoint_serializer()
+    message = AIMessage("42", id="a-shared")
+    first, second = ([HumanMessage("q", id=f"h-{n}"), message] for n in range(2))
+    blobs = [serde.dumps_typed(_DeltaSnapshot(value)) for value in (first, second)]
+    snapshots = [serde.loads_typed(blob).value for blob in blobs]
+    write = serde.loads_typed(serde.dumps_typed(message))
+    assert snapshots[0][1] is snapshots[1][1] is write
+    assert snapshots[0][0] is not snapshots[1][0] and plain_ids(snapshots) == [
+        ["h-0", "a-shared"],
+        ["h-1", "a-shared"],
+    ]
+
+
+def test_a_message_without_an_id_is_never_shared():
+    """`add_messages` sets a missing id in place: two loads must not share that object."""
+    from app.db.base import checkpoint_serializer
+
+    serde = checkpoint_serializer()
+    blob = serde.dumps_typed(HumanMessage("no id"))
+    first, again = serde.loads_typed(blob), serde.loads_typed(blob)
+    assert first == again and first is not again
+
+
+def plain_ids(snapshots: list[list]) -> list[list[str]]:
+    return [[m.id for m in snapshot] for snapshot in snapshots]
+
+
+def test_the_write_cache_is_bounded_by_what_its_messages_hold_not_their_stored_bytes(monkeypatch):
+    """A compressed message write is ~50 bytes and ~1.3 KB decoded: 4,096 of them, bounded by
+    their stored size, held ~12 MB (serve's rise over 2,000 runs on 200 threads)."""
+    from app.db.base import checkpoint_serializer
+    from app.db.decoded import MESSAGE_BYTES
+
+    bound = sqlite_delta.WRITES.max_bytes
+    monkeypatch.setattr(sqlite_delta, "WRITES", Decoded(entries=4096, max_bytes=bound))
+    serde = checkpoint_serializer()
+    reader = sqlite_delta.WriteValues(serde)
+    for n in range(4096):
+        reader.loads_typed(serde.dumps_typed([HumanMessage(f"q{n}", id=f"h-{n}")]))
+    assert 0 < len(sqlite_delta.WRITES) * MESSAGE_BYTES <= bound < 4096 * MESSAGE_BYTES

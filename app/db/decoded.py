@@ -4,16 +4,28 @@ key, decoded and checked afresh."""
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable
 from typing import Any
 
+from langchain_core.messages import BaseMessage
+
+# What a kept entry costs besides its value: its key (the stored bytes, held), the tuples around
+# it and the map's slot.
+ENTRY_BYTES = 256
+# A decoded message's objects besides its text: its fields, their dicts, pydantic's bookkeeping
+# (tracemalloc over 2,000 decoded message writes of a thread: ~1.3 KB each, with short texts).
+MESSAGE_BYTES = 1280
+TOOL_CALL_BYTES = 512
+
 
 class Decoded:
     """A least-recently-used map from a blob's key (its bytes, with whatever else decoding
-    depended on) to its decoded value, bounded by entries and by the blobs' total size. A blob
-    larger than a tenth of the size bound is not kept (it is decoded every time)."""
+    depended on) to its decoded value, bounded by entries and by the entries' total size (what
+    the caller says each one holds: `held_bytes`). An entry larger than a tenth of the size bound
+    is not kept (it is decoded every time)."""
 
     def __init__(self, entries: int, max_bytes: int) -> None:
         self.entries, self.max_bytes = entries, max_bytes
@@ -31,7 +43,7 @@ class Decoded:
             return True, found[0]
 
     def keep(self, key: Hashable, value: Any, size: int) -> None:
-        """Keep `value` for this key; `size` is the stored blob's length (what the bound counts)."""
+        """Keep `value` for this key; `size` is what it holds in memory (what the bound counts)."""
         if size * 10 > self.max_bytes:
             return
         with self._lock:
@@ -45,3 +57,18 @@ class Decoded:
 
     def __len__(self) -> int:
         return len(self._values)
+
+
+def held_bytes(value: Any) -> int:
+    """About the memory `value` holds once decoded: what a cache of decoded values is bounded by
+    (the stored bytes say little of it: a compressed message write is ~50 bytes, decoded ~1.3 KB).
+    Shared objects are counted in full (an estimate from above)."""
+    if isinstance(value, BaseMessage):
+        text = value.content if isinstance(value.content, str) else str(value.content)
+        calls = len(getattr(value, "tool_calls", None) or ())
+        return MESSAGE_BYTES + len(text) + TOOL_CALL_BYTES * calls
+    if isinstance(value, list | tuple):
+        return sys.getsizeof(value) + sum(held_bytes(item) for item in value)
+    if isinstance(value, dict):
+        return sys.getsizeof(value) + sum(held_bytes(item) for item in value.values())
+    return sys.getsizeof(value)

@@ -42,7 +42,7 @@ try:  # the saver's own steps (a private module): without them, LangGraph's read
 except ImportError:  # pragma: no cover - another langgraph-checkpoint-sqlite
     AVAILABLE = False
 
-from app.db.decoded import Decoded
+from app.db.decoded import ENTRY_BYTES, Decoded, held_bytes
 from app.db.raw import MESSAGE_CHANNELS
 from app.db.strict import BUILT, check_delta_history
 
@@ -51,11 +51,16 @@ if TYPE_CHECKING:
     from langgraph.checkpoint.sqlite import SqliteSaver
 
 MiB = 1024 * 1024
-# An ancestor holding no snapshot is kept as the empty mapping: thousands cost little.
-CHECKPOINTS = Decoded(entries=4096, max_bytes=8 * MiB)
-# One holding a snapshot keeps a whole conversation: as few as app/db/strict.Snapshots keeps.
-SNAPSHOT_CHECKPOINTS = Decoded(entries=8, max_bytes=1024 * MiB)
-WRITES = Decoded(entries=4096, max_bytes=16 * MiB)
+# Bounded by what they hold in memory (app/db/decoded.held_bytes), not by the blobs' stored size:
+# the bounds hold a long thread's walk (up to ~170 ancestors and ~250 writes back to its
+# snapshot) many times over, and serve's memory over 200 threads levels off (4,096 entries each
+# held ~12 MB, most of serve's rise over 2,000 runs on 200 threads).
+# An ancestor holding no snapshot is kept as the empty mapping: its cost is its key.
+CHECKPOINTS = Decoded(entries=4096, max_bytes=1 * MiB)
+# One holding a snapshot keeps a whole conversation (its messages shared with
+# app/db/strict.SNAPSHOTS, app/db/strict.SharedMessages): as few as that keeps.
+SNAPSHOT_CHECKPOINTS = Decoded(entries=8, max_bytes=256 * MiB)
+WRITES = Decoded(entries=4096, max_bytes=3 * MiB)
 
 
 def delta_history(
@@ -209,7 +214,8 @@ class AncestorSeeds:
             found, held = SNAPSHOT_CHECKPOINTS.get(key)
         if not found:
             held = self._decode(data)
-            (SNAPSHOT_CHECKPOINTS if held else CHECKPOINTS).keep(key, held, len(blob))
+            size = ENTRY_BYTES + len(blob) + held_bytes(held)
+            (SNAPSHOT_CHECKPOINTS if held else CHECKPOINTS).keep(key, held, size)
         return {"channel_values": {ch: own_copy(value) for ch, value in held.items()}}
 
     def _decode(self, data: tuple[str, bytes]) -> dict[str, Any]:
@@ -233,7 +239,7 @@ class WriteValues:
         if not found:
             value = self.serde.loads_typed(data)
             if all_have_ids(value):
-                WRITES.keep(key, value, len(blob))
+                WRITES.keep(key, value, ENTRY_BYTES + len(blob) + held_bytes(value))
         return own_copy(value)
 
 

@@ -6,8 +6,11 @@ replayed turn has the same tools as the turn it replays."""
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
+import functools
 import gc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -104,3 +107,23 @@ def settle_heap() -> None:
     objects alive at the call are kept for good, so a cycle among them is never freed."""
     gc.freeze()
     gc.set_threshold(YOUNG_COLLECTION_EVERY, 10, 10)
+
+
+def tidy_heap() -> None:
+    """For a long-lived process that has just finished a piece of work and has nothing running:
+    give the memory the C heap holds free back to the system (glibc's `malloc_trim`; nothing where
+    there is none). A run's transient objects (its state's JSON, its step's buffers) otherwise stay
+    in the process's resident memory as free space (serve: ~10 MB after 400 runs on one thread).
+    ~0.3 ms. No garbage collection here: a full one scans everything imported after `settle_heap`
+    froze the heap (LangGraph's modules load with the first run), ~50 ms."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):  # not glibc (macOS, musl): its allocator is left as it is
+        return None

@@ -19,6 +19,7 @@ import logging
 import os
 import socket
 import threading
+import time
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
@@ -44,7 +45,13 @@ from app.db.run_records import ACTIVE, RunRecord, RunTable
 from app.errors import AppError, ConflictError, NotFoundError, ThreadBusyError, UsageError
 from app.server.errors import ForbiddenError, error_body
 from app.server.standard.assistants import Assistant, assistant, graph_id_of
-from app.server.standard.wire import checkpoint_json, jsonable, user_message_id, user_text
+from app.server.standard.wire import (
+    MessageDumps,
+    checkpoint_json,
+    jsonable,
+    user_message_id,
+    user_text,
+)
 from app.server.users import owners_spec
 from app.service import api
 from app.service.context import only_tools
@@ -62,7 +69,7 @@ from app.service.events import (
     as_json,
 )
 from app.service.replay import rerun_at_once
-from app.service.runtime import Runtime, open_runtime
+from app.service.runtime import Runtime, open_runtime, tidy_heap
 from app.service.session import ChatSession, TurnInterrupted
 from graphs.run_settings import ApprovalPolicy
 from graphs.spec import RunSpec
@@ -91,6 +98,8 @@ END = "__end__"
 MAX_KEPT_EVENTS = 1_000
 # How often a server looks again at a run that another server runs (join, enqueue): seconds.
 POLL_FIRST, POLL_MOST = 0.05, 1.0
+# Seconds between two tidyings of the heap after runs (Runs.tidy_when_idle)
+TIDY_EVERY = 1.0
 
 
 class RunRequest(BaseModel):
@@ -236,6 +245,9 @@ class Run:
     events: deque[tuple[str, Any]] = field(default_factory=lambda: deque(maxlen=MAX_KEPT_EVENTS))
     listeners: list[Callable[[tuple[str, Any]], None]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # Its messages' JSON, dumped once for all its `values` events and its final values: each is
+    # the whole state (a 1,600-message thread dumped ~6 copies per turn)
+    dumps: MessageDumps = field(default_factory=MessageDumps, repr=False)
 
     @classmethod
     def of_record(cls, record: RunRecord) -> Run:
@@ -313,6 +325,7 @@ class Runs:
         self._lock = threading.Lock()
         self._records_lock = threading.Lock()
         self._records: tuple[contextlib.ExitStack, RunTable] | None = None
+        self._tidied = 0.0  # when tidy_when_idle last tidied (time.monotonic)
 
     @contextlib.contextmanager
     def records(self) -> Iterator[RunTable]:
@@ -400,6 +413,16 @@ class Runs:
                 self._live.pop(run.run_id, None)
                 if not any(r.thread_id == run.thread_id for r in self._live.values()):
                     self._gates.pop(run.thread_id, None)
+
+    def tidy_when_idle(self) -> None:
+        """After a run: with no other run here, and at most once every TIDY_EVERY seconds, free
+        what the runs left behind (`tidy_heap`, after the client has its answer)."""
+        now = time.monotonic()
+        with self._lock:
+            if self._live or now - self._tidied < TIDY_EVERY:
+                return
+            self._tidied = now
+        tidy_heap()
 
     def release(self, run: Run) -> None:
         """Give a taken-over run back for a later try (a lease from now); it leaves memory."""
@@ -697,17 +720,21 @@ def _work(
 
 
 def _end(settings: Settings, runs: Runs, run: Run) -> None:
-    run.values, run.output_checkpoint = _final_values(settings, run.thread_id)
+    run.values, run.output_checkpoint = _final_values(settings, run.thread_id, run.dumps)
     try:
         runs.finish(run)
     except AppError as exc:  # the database went away: its lease runs out, another server looks
         log.error("run %s: its record could not be stored: %s", run.run_id, exc)
     run.done.set()
     run.publish(END, None)
+    runs.tidy_when_idle()
 
 
-def _final_values(settings: Settings, thread_id: str) -> tuple[Any, str | None]:
-    """The thread's values after the run (what `wait` and `join` answer) and its head checkpoint."""
+def _final_values(
+    settings: Settings, thread_id: str, dumps: MessageDumps
+) -> tuple[Any, str | None]:
+    """The thread's values after the run (what `wait` and `join` answer) and its head checkpoint;
+    the messages its events dumped already are not dumped again."""
     try:
         with open_database(settings.database, settings.busy_timeout) as database:
             head = api.head_state(database, thread_id)
@@ -715,7 +742,7 @@ def _final_values(settings: Settings, thread_id: str) -> tuple[Any, str | None]:
         return None, None
     if head is None:
         return {}, None
-    return jsonable(head.values), head.config["configurable"].get("checkpoint_id")
+    return jsonable(head.values, dumps), head.config["configurable"].get("checkpoint_id")
 
 
 def record_values(settings: Settings, record: RunRecord) -> Any:
@@ -903,28 +930,41 @@ class StandardSink:
             self._whole_message(event)
         if isinstance(event, TurnEnd) and not self.final_event:
             return  # Waypoint's own summary of the turn: LangGraph's server sends no such event
+        if isinstance(event, NodeFailed):
+            log.error("internal error in node %s:\n%s", event.node, event.traceback)
+        if mode_name(self._mode(event)) not in self.modes:
+            return  # not turned into JSON: a values event is the whole state
         mode, data, namespace = self._wire(event)
-        if mode is None or mode_name(mode) not in self.modes:
-            return
         if namespace and not self.subgraphs:
             if mode != "messages":
                 return
             namespace = ()  # LangGraph streams a subgraph's messages without subgraphs too
         self.run.publish("|".join([mode, *namespace]) if namespace else mode, data)
 
-    def _wire(self, event: Event) -> tuple[str | None, Any, tuple[str, ...]]:
+    @staticmethod
+    def _mode(event: Event) -> str:
+        """The stream mode `event` goes out in (before it is turned into JSON)."""
+        if isinstance(event, Token | MessageOut):
+            return "messages"
+        if isinstance(event, StateValues):
+            return "values"
+        if isinstance(event, NodeUpdate):
+            return "updates"
+        if isinstance(event, GraphChunk):
+            return event.mode
+        return "custom"
+
+    def _wire(self, event: Event) -> tuple[str, Any, tuple[str, ...]]:
         if isinstance(event, Token):
             return "messages", [jsonable(event.chunk), jsonable(event.metadata)], event.namespace
         if isinstance(event, MessageOut):
             return "messages", [jsonable(event.message), jsonable(event.metadata)], event.namespace
         if isinstance(event, StateValues):
-            return "values", jsonable(event.values), event.namespace
+            return "values", jsonable(event.values, self.run.dumps), event.namespace
         if isinstance(event, NodeUpdate):
             return "updates", {event.node: jsonable(event.update)}, event.namespace
         if isinstance(event, GraphChunk):
             return event.mode, graph_chunk_json(event), event.namespace
-        if isinstance(event, NodeFailed):
-            log.error("internal error in node %s:\n%s", event.node, event.traceback)
         wire = as_json(event)  # Waypoint's own events: tool cards, retries, notices
         return "custom", {"type": wire.pop("event"), **wire}, ()
 

@@ -15,16 +15,32 @@ MAX_INPUT_MESSAGES = 100
 MAX_MESSAGE_ID_CHARS = 200
 
 
-def jsonable(value: Any) -> Any:
-    """`value` with messages and interrupts turned into JSON data (anything else unknown: text)."""
+class MessageDumps:
+    """The JSON of the messages dumped so far, by message object: a message is never changed in
+    place, so its JSON holds while the object lives (kept here with it). The dumps are shared:
+    whoever gets one only reads it (they are written to the wire as they are)."""
+
+    def __init__(self) -> None:
+        self._by_id: dict[int, tuple[BaseMessage, dict]] = {}
+
+    def of(self, message: BaseMessage) -> dict:
+        found = self._by_id.get(id(message))
+        if found is None or found[0] is not message:
+            found = self._by_id[id(message)] = (message, message.model_dump(mode="json"))
+        return found[1]
+
+
+def jsonable(value: Any, dumps: MessageDumps | None = None) -> Any:
+    """`value` with messages and interrupts turned into JSON data (anything else unknown: text);
+    with `dumps`, a message dumped there before is its JSON from then."""
     if isinstance(value, BaseMessage):
-        return value.model_dump(mode="json")
+        return value.model_dump(mode="json") if dumps is None else dumps.of(value)
     if isinstance(value, Interrupt):
         return interrupt_json(value)
     if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
+        return {str(k): jsonable(v, dumps) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [jsonable(v) for v in value]
+        return [jsonable(v, dumps) for v in value]
     if value is None or isinstance(value, str | int | float | bool):
         return value
     return str(value)
