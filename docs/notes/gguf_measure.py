@@ -26,6 +26,8 @@ import httpx
 
 from app.service.context import SYSTEM_PROMPT
 from app.service.memory import experience_note, experience_prompt, experience_summary
+
+os.environ.setdefault("WAYPOINT_LLAMA_GGUF", "smollm2")  # the package's GGUF, unless one is named
 from tests.test_llama_cpp_real import PARAGRAPH, REQUEST_LINE, free_port, gguf_path
 from tools.memory import MemoryItem
 
