@@ -59,7 +59,7 @@ TASKS = [
 def start_server(log: Path) -> tuple[subprocess.Popen, str]:
     port = free_port()
     command = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf_path())]
-    command += ["--n_ctx", str(WINDOW), "--n_threads", str(os.cpu_count() or 2)]
+    command += ["--n_ctx", str(WINDOW), "--n_threads", os.environ.get("GGUF_THREADS", "1")]
     command += ["--chat_format", "chatml-function-calling", "--host", "127.0.0.1"]
     command += ["--port", str(port)]
     with log.open("wb") as sink:
@@ -81,7 +81,7 @@ def statuses(log: Path) -> list[int]:
 
 
 def asked(base_url: str, messages: list[dict]) -> str:
-    body = {"model": "smollm2", "messages": messages, "max_tokens": 200}
+    body = {"model": "smollm2", "messages": messages, "max_tokens": 120}
     reply = httpx.post(f"{base_url}/chat/completions", json=body, timeout=300).json()
     return reply["choices"][0]["message"]["content"] or ""
 
