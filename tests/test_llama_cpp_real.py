@@ -49,7 +49,7 @@ WIRE_BUDGETS = importlib.util.find_spec("app.models.wire") is not None
 NEEDS_BUDGETS = pytest.mark.xfail(
     not WIRE_BUDGETS,
     strict=True,
-    reason="--max-seconds against pings and stalls is fixed on the budgets branch (issue 34 item 1)",
+    reason="budgets on the wire and doctor's next step are fixed on the budgets branch (issue 34)",
 )
 
 pytestmark = [
@@ -307,6 +307,9 @@ def test_a_ping_only_endpoint_ends_the_turn_within_its_budget(busy_server: Llama
     assert seconds <= PING_BUDGET + MARGIN, seconds
 
 
+# on main: "FAIL tools: … No generations found in stream, and the same request unstreamed failed too
+# (OpenAIConnectionError: Connection error.)" with no next step (issue 34)
+@NEEDS_BUDGETS
 def test_doctor_ping_says_which_tool_protocol_works(endpoint: LlamaServer) -> None:
     result = run_cli("doctor", "--ping")
 
