@@ -183,7 +183,18 @@ def turn(server: LlamaServer, thread: str, message: str, *flags: str) -> Turn:
     return done
 
 
-@pytest.mark.parametrize("protocol", ["native", "react"])
+# Native tools on llama-cpp-python: every streamed request comes back empty ("Automatic streaming
+# tool choice is not supported") and is asked again unstreamed; on main that second request sometimes
+# failed with "Connection error", and a long prompt then counted as "no longer fits" (issue 34 item
+# 2, the budgets branch). Not strict: it depends on what the model writes.
+NATIVE_AFTER_EMPTY_STREAM = pytest.mark.xfail(
+    not WIRE_BUDGETS, strict=False, reason="an empty stream's retry is fixed on the budgets branch"
+)
+
+
+@pytest.mark.parametrize(
+    "protocol", [pytest.param("native", marks=NATIVE_AFTER_EMPTY_STREAM), "react"]
+)
 def test_a_turn_on_the_real_model_answers(endpoint: LlamaServer, protocol: str) -> None:
     done = turn(
         endpoint,
