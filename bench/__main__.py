@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from importlib.metadata import version
 from pathlib import Path
 
-from bench import report, serve_memory, serve_speed, workloads
+from bench import overhead, report, serve_memory, serve_speed, workloads
 
 FULL = {
     "turns": (10, 100, 1000),
@@ -26,6 +26,7 @@ FULL = {
     "concurrent_turns": 100,
     "soak_processes": (1, 2, 4, 8),
     "soak_turns": 25,
+    "overhead_turns": 20,
 }
 QUICK = {
     "turns": (10, 30),
@@ -35,6 +36,7 @@ QUICK = {
     "concurrent_turns": 12,
     "soak_processes": (1, 4, 8),
     "soak_turns": 6,
+    "overhead_turns": 10,
 }
 # The smallest run that still goes through every workload: the test suite checks the report with it.
 SMOKE = {
@@ -45,6 +47,7 @@ SMOKE = {
     "concurrent_turns": 2,
     "soak_processes": (1, 2),
     "soak_turns": 2,
+    "overhead_turns": 2,
 }
 
 
@@ -69,6 +72,19 @@ def parse(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument(
         "--keep", type=Path, help="build the databases in this directory and keep them"
+    )
+    parser.add_argument(
+        "--model-overhead",
+        action="store_true",
+        help="only measure Waypoint's own time per turn next to a model endpoint's fixed latency "
+        "(a minute)",
+    )
+    parser.add_argument(
+        "--model-latency",
+        type=float,
+        default=1.0,
+        metavar="S",
+        help="seconds the endpoint takes per request, with --model-overhead (default 1.0)",
     )
     parser.add_argument(
         "--serve-runs",
@@ -190,6 +206,28 @@ def run(sizes: dict, workdir: Path, results: Results, log: Callable[[str], None]
     results.targets += report.soak_targets(raw["soak"])
 
 
+def model_overhead(
+    args: argparse.Namespace,
+    sizes: dict,
+    workdir: Path,
+    results: Results,
+    log: Callable[[str], None],
+) -> int:
+    """`--model-overhead`: only that workload, its table and its target."""
+    turns, latency = sizes["overhead_turns"], args.model_latency
+    log(f"model overhead: {turns} turns, {latency:g} s per request at the endpoint …")
+    found = overhead.model_overhead(workdir, turns, latency)
+    results.raw["model_overhead"] = found
+    results.targets = overhead.targets(found)
+    results.info["duration_s"] = 0.0
+    results.save(complete=True)
+    print(f"Waypoint's own time per `chat` turn next to the model's ({latency:g} s a request):")
+    print(overhead.table(found))
+    print("\ntargets:")
+    print(report.targets_table(results.targets))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse(argv)
@@ -210,6 +248,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         workdir = Path(tempfile.mkdtemp(prefix="waypoint-bench-"))
     try:
+        if args.model_overhead:
+            return model_overhead(args, sizes, workdir, results, log)
         run(sizes, workdir, results, log)
         if args.serve_runs:
             log(f"serve: {args.serve_runs} runs on one thread, then over many threads …")

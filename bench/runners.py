@@ -48,12 +48,18 @@ class Waypoint:
     """What Waypoint's `chat` command opens for a thread: settings, the checkpointer, and, where
     this version has long-term memory, the memory store; the run context uses the bench model."""
 
-    def __init__(self, db_path: Path, stack: contextlib.ExitStack) -> None:
+    def __init__(
+        self, db_path: Path, stack: contextlib.ExitStack, model_spec: str | None = None
+    ) -> None:
         from app.config import load_settings
         from app.service.context import make_context
         from app.store import open_checkpointer
 
-        self.settings = load_settings(db=db_path, workspace=db_path.parent / "workspace")
+        self.settings = load_settings(
+            db=db_path, workspace=db_path.parent / "workspace", model=model_spec
+        )
+        # the bench model, unless a real endpoint's model is named (bench/overhead.py)
+        model = None if model_spec else BenchChatModel()
         self.saver = stack.enter_context(
             open_checkpointer(self.settings.db, self.settings.busy_timeout)
         )
@@ -61,22 +67,25 @@ class Waypoint:
         try:
             from app.service.memory import memory_user, open_memory
         except ImportError:  # a version without long-term memory
-            self.context = make_context(self.settings, BenchChatModel())
+            self.context = make_context(self.settings, model)
             return
         memory = stack.enter_context(open_memory(self.settings))
         self.session_options = {"memory": memory, "user": memory_user(self.settings)}
-        self.context = make_context(self.settings, BenchChatModel(), **self.session_options)
+        self.context = make_context(self.settings, model, **self.session_options)
 
 
 class SessionRunner:
     """Waypoint's real per-turn path: `ChatSession.run_turn` with the terminal renderer."""
 
-    def __init__(self, db_path: Path, thread_id: str = THREAD) -> None:
+    def __init__(
+        self, db_path: Path, thread_id: str = THREAD, model_spec: str | None = None
+    ) -> None:
         from app.service.session import ChatSession
 
         self.db_path = db_path
+        db_path.parent.mkdir(parents=True, exist_ok=True)
         self._stack = contextlib.ExitStack()
-        waypoint = Waypoint(db_path, self._stack)
+        waypoint = Waypoint(db_path, self._stack, model_spec)
         self.session = ChatSession(
             waypoint.settings,
             waypoint.saver,

@@ -109,8 +109,8 @@ class AgentContext:
     model: BaseChatModel
     tools: Sequence[BaseTool] = ()
     system_prompt: str = ""
-    # Per-turn material for the model (relevant past experience): it joins the user's current
-    # message, after the fixed prefix, never the system prompt (graphs/shared/messages.for_model).
+    # Per-turn material for the model (relevant past experience): a system section of its own just
+    # before the user's current message, after the fixed prefix (graphs/shared/messages.for_model).
     turn_notes: str = ""
     # The limits, with their defaults from graphs/run_settings.py (app/service/context.py sets them)
     max_iterations: int = DEFAULTS.max_iterations

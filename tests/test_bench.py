@@ -139,3 +139,26 @@ def test_the_speed_rows_put_serve_next_to_langgraph_dev_on_the_same_runs(tmp_pat
         ("server RSS after the runs", "lower"),
     ]
     assert all(r.waypoint > 0 and r.baseline > 0 for r in rows)
+
+
+@pytest.mark.timeout(300)
+def test_model_overhead_reports_waypoints_time_next_to_the_endpoints(tmp_path: Path):
+    """`--model-overhead`: chat turns against a fixed-latency endpoint on 127.0.0.1, each one tool
+    call and an answer; Waypoint's share is the turn less the endpoint's time."""
+    out = tmp_path / "out.json"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    command = [sys.executable, "-m", "bench", "--model-overhead", "--smoke"]
+    done = subprocess.run(
+        [*command, "--model-latency", "0.05", "--json", str(out)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+    )
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    found = json.loads(out.read_text())["workloads"]["model_overhead"]
+
+    assert found["turns"] == 2 and found["requests_per_turn"] == 2.0
+    assert found["model_ms_median"] >= 2 * 50  # two requests of 0.05 s each
+    assert found["turn_ms_median"] > found["model_ms_median"]
+    assert found["own_ms_median"] > 0 and found["own_cpu_ms_median"] > 0
+    assert "Waypoint's own / model" in done.stdout.decode()

@@ -355,10 +355,13 @@ def test_an_answer_without_a_tool_result_is_not_remembered_as_a_success(
 
     sent = plain_server.completions[-1].messages
     assert sent[0] == {"role": "system", "content": SYSTEM_PROMPT}  # the prefix never changes
-    notes = sent[-1]["content"]
-    assert notes.startswith(EXPERIENCE_HEADER) and notes.endswith("\n\nwhat is 17 * 23 really?")
-    assert "outcome: answered without a tool result to back it (unverified)" in notes
-    assert "340" not in notes  # the wrong answer is not passed on
+    assert sent[-1] == {"role": "user", "content": "what is 17 * 23 really?"}
+    assert sent[-2] == {
+        "role": "system",
+        "content": f"{EXPERIENCE_HEADER}\n"
+        '- Earlier the user asked: "what is 17 * 23?"; it was answered without a tool, so that '
+        "answer was never checked.",
+    }  # the wrong answer ("340") is not passed on
 
 
 def test_past_experience_goes_after_the_fixed_prefix_of_the_prompt(
@@ -380,10 +383,10 @@ def test_past_experience_goes_after_the_fixed_prefix_of_the_prompt(
     assert later.messages[0] == first.messages[0]
     assert EXPERIENCE_HEADER not in later.messages[0]["content"]
     assert "get_weather" in later.messages[0]["content"]
-    notes = later.messages[-1]["content"]
-    assert notes.startswith(EXPERIENCE_HEADER)
-    assert "tools: get_weather | outcome: answered — Paris is mild today." in notes
-    assert notes.endswith("\n\nand the weather in Paris now?")
+    *_, notes, asked = later.messages
+    assert notes["role"] == "system" and notes["content"].startswith(EXPERIENCE_HEADER)
+    assert 'with the get_weather tool: "Paris is mild today."' in notes["content"]
+    assert asked == {"role": "user", "content": "and the weather in Paris now?"}
 
 
 @pytest.mark.parametrize(

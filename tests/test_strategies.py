@@ -248,10 +248,12 @@ def test_reflexion_fails_once_and_succeeds_with_the_lesson(tools):
     assert values["trial"] == 2 and values["verdict"]["success"] is True
     assert values["lessons"] == ["Call get_weather before answering about weather."]
     first_attempt, second_attempt = model.calls[0], model.calls[3]
-    # the lesson goes with the user's message; the system prompt (a cacheable prefix) is unchanged
+    # the lesson goes in a section before the user's message; the system prompt (a cacheable
+    # prefix) is unchanged
     assert second_attempt[0].content == first_attempt[0].content
     assert "Call get_weather before answering" in second_attempt[1].content
-    assert [m.type for m in second_attempt[1:]] == ["human"]  # the failed attempt is left out
+    assert [m.type for m in second_attempt[1:]] == ["system", "human"]  # not the failed attempt
+    assert second_attempt[2].content == "weather in Paris?"
     assert run.path() == ["attempt", "evaluate", "reflect", "attempt", "evaluate"]
     assert [e["success"] for e in run.custom("verdict")] == [False, True]
     assert answer(values) == "Paris: see the forecast."

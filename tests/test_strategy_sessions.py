@@ -123,8 +123,11 @@ def test_lessons_reach_long_term_memory_and_a_later_thread():
             session.run_turn("what is the weather in Oslo", quiet())
         saved = [i.text for i in memory.list("alice", kind="experiences")]
     assert any(lesson in text and text.startswith("lesson for:") for text in saved)
-    # The later thread gets it with the user's message; its system prompt stays the fixed one.
-    assert lesson in later.calls[0][-1].content and lesson not in later.calls[0][0].content
+    # The later thread gets it in a section before the user's message; its system prompt stays the
+    # fixed one.
+    *_, notes, asked = later.calls[0]
+    assert lesson in notes.content and lesson not in later.calls[0][0].content
+    assert asked.content == "what is the weather in Oslo"
     first.assert_done()
 
 

@@ -1,23 +1,31 @@
-"""Past experience goes to the model with the user's message (after the fixed prompt), but it is not
-the request: the offline model answers what the user asked, not what an earlier thread asked."""
+"""Past experience goes to the model as a system section of its own just before the user's message
+(after the fixed prompt), not as words of the user: the offline model answers what the user asked,
+not what an earlier thread asked."""
 
 from __future__ import annotations
 
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import HumanMessage, SystemMessage
 
 from app.models.offline import OfflineChatModel
-from graphs.shared.messages import USER_TEXT, for_model, without_notes
+from graphs.shared.messages import for_model, is_notes
 from tests.conftest import run_cli
 from tools import default_tools
 
-NOTES = "Past experience: task: what is 1 plus 0 | tools: calculator | outcome: answered — 1."
+NOTES = 'Background: Earlier the user asked: "what is 1 plus 0"; it was answered: "1".'
 
 
-def test_notes_go_in_front_of_the_users_words_which_stay_recoverable(tmp_path):
-    [noted] = for_model([HumanMessage("what is 1 plus 1", id="h1")], NOTES)
-    assert noted.content == f"{NOTES}\n\nwhat is 1 plus 1"
-    assert noted.additional_kwargs[USER_TEXT] == "what is 1 plus 1"
-    assert without_notes(noted) == HumanMessage("what is 1 plus 1", id="h1")
+def test_notes_are_a_system_section_before_the_users_words_which_stay_as_written():
+    asked = HumanMessage("what is 1 plus 1", id="h1")
+    section, said = for_model([asked], NOTES)
+    assert isinstance(section, SystemMessage) and is_notes(section)
+    assert section.content == NOTES
+    assert said == asked
+
+
+def test_without_notes_the_conversation_is_sent_as_it_is():
+    asked = HumanMessage("what is 1 plus 1", id="h1")
+    assert for_model([asked], "") == [asked]
+    assert not is_notes(SystemMessage("You are Waypoint."))
 
 
 def test_the_offline_model_answers_the_request_not_the_notes(tmp_path):

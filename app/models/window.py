@@ -1,4 +1,5 @@
-"""Learn the model's context window by asking the endpoint, once per process per base URL and model.
+"""Learn the model's context window by asking the endpoint, once per process per base URL and model;
+a window only an overflow could teach is kept in the database (app/db/windows.py) for later processes.
 
 Each server says it somewhere else (shapes checked against their sources and documentation):
 - vLLM: `GET /v1/models` → `data[].max_model_len` (the running limit).
@@ -14,18 +15,29 @@ Every probe is short and silent: a failure leaves the window unknown and the con
 
 from __future__ import annotations
 
+import functools
+import logging
 import re
+import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from datetime import UTC
+from typing import Any, TypeVar
 
+from app.db.location import DatabaseLocation
+from app.db.windows import LearnedWindow, forget_window, load_window, save_window
+from app.errors import AppError
 from graphs.shared.window import ContextWindow
+from tools import clock
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 PROBE_TIMEOUT = 2.0  # seconds per request
 PROBE_DEADLINE = 5.0  # seconds for the whole discovery
-_CACHE: dict[tuple[str, str], ContextWindow] = {}
+_CACHE: dict[tuple[str, str, str], ContextWindow] = {}
 _LOCK = threading.Lock()
 
 
@@ -37,13 +49,20 @@ class Reading:
 
 
 def endpoint_window(
-    base_url: str, model: str, api_key: str | None = None, reply_tokens: int | None = None
+    base_url: str,
+    model: str,
+    api_key: str | None = None,
+    reply_tokens: int | None = None,
+    database: DatabaseLocation | None = None,
 ) -> ContextWindow:
-    """The shared window record of this endpoint and model, discovered on first use."""
-    key = (base_url.rstrip("/"), model)
+    """The shared window record of this endpoint and model, found on first use in this process:
+    what the endpoint reports, else what an overflow taught any process using `database` (kept
+    there again whenever an overflow teaches it something)."""
+    base = base_url.rstrip("/")
+    key = (base, model, database.label if database else "")
     with _LOCK:
         if key not in _CACHE:
-            _CACHE[key] = discover_window(base_url, model, api_key)
+            _CACHE[key] = _known_window(base, model, api_key, database)
         window = _CACHE[key]
     if reply_tokens:
         window.reply_tokens = reply_tokens
@@ -54,6 +73,65 @@ def forget_windows() -> None:
     """Drop every cached window (tests; a server restarted with another context size)."""
     with _LOCK:
         _CACHE.clear()
+
+
+def _known_window(
+    base_url: str, model: str, api_key: str | None, database: DatabaseLocation | None
+) -> ContextWindow:
+    """The endpoint's own running window wins (a stored one that differs is stale: forgotten);
+    without one, the learned window stored for it, else what discovery found."""
+    found = discover_window(base_url, model, api_key)
+    if database is None:
+        return found
+    stored = _stored(database, base_url, model)
+    if found.exact:
+        if stored is not None and stored.tokens != found.tokens:
+            _quietly(forget_window, database, base_url, model)
+    elif stored is not None:
+        found = ContextWindow(
+            tokens=stored.tokens,
+            source=stored.source,
+            exact=stored.exact,
+            proven=True,
+            margin=stored.margin,
+            learned_at=stored.learned_at,
+        )
+    found.on_learn = functools.partial(_keep, database, base_url, model)
+    return found
+
+
+def _stored(database: DatabaseLocation, base_url: str, model: str) -> LearnedWindow | None:
+    return _quietly(load_window, database, base_url, model)
+
+
+def _keep(database: DatabaseLocation, base_url: str, model: str, window: ContextWindow) -> None:
+    """Store what an overflow taught, with when, for every later process."""
+    if window.tokens is None:
+        return
+    window.learned_at = clock.now().astimezone(UTC).isoformat(timespec="seconds")
+    learned = LearnedWindow(
+        window.tokens, window.source, window.exact, window.margin, window.learned_at
+    )
+    _quietly(save_window, database, base_url, model, learned)
+
+
+def _quietly(action: Callable[..., T], database: DatabaseLocation, *args: Any) -> T | None:
+    """A stored window is an aid: a database that cannot be read or written now (busy, read-only,
+    down) leaves the window to this process; it does not fail the turn or `doctor`."""
+    try:
+        return action(database, *args)
+    except _database_errors(database) as exc:
+        log.warning("context window not read or kept in the database: %s", exc)
+        return None
+
+
+def _database_errors(database: DatabaseLocation) -> tuple[type[BaseException], ...]:
+    errors: tuple[type[BaseException], ...] = (AppError, sqlite3.Error, OSError)
+    if database.is_postgres:
+        import psycopg
+
+        errors += (psycopg.Error,)
+    return errors
 
 
 def discover_window(base_url: str, model: str, api_key: str | None = None) -> ContextWindow:

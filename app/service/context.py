@@ -78,8 +78,9 @@ def limits(settings: Settings) -> dict[str, Any]:
 
 
 def model_window(settings: Settings) -> ContextWindow | None:
-    """The configured endpoint's context window (asked once per process), for `openai:` models on
-    an OpenAI-compatible server; None for the offline model and for the OpenAI API itself."""
+    """The configured endpoint's context window (asked once per process, or learned by an earlier
+    one and kept in the settings' database), for `openai:` models on an OpenAI-compatible server;
+    None for the offline model and for the OpenAI API itself."""
     provider, _, name = settings.model_spec.partition(":")
     base_url = os.environ.get("OPENAI_BASE_URL")
     if provider != "openai" or not name or not base_url:
@@ -89,7 +90,8 @@ def model_window(settings: Settings) -> ContextWindow | None:
     # the reply's room: what APP_MAX_OUTPUT_TOKENS says, else the budget's own guess for the window
     configured = "max_output_tokens" in settings.model_fields_set
     reply_tokens = settings.max_output_tokens if configured else None
-    return endpoint_window(base_url, name, os.environ.get("OPENAI_API_KEY"), reply_tokens)
+    api_key = os.environ.get("OPENAI_API_KEY")
+    return endpoint_window(base_url, name, api_key, reply_tokens, settings.database)
 
 
 def only_tools(context: AgentContext, names: Sequence[str] | None) -> AgentContext:

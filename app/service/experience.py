@@ -13,7 +13,7 @@ from app.service.lessons import record_lessons
 from app.service.memory import (
     experience_prompt,
     record_experience,
-    relevant_experiences,
+    relevant_notes,
     tools_used_in_turn,
 )
 from app.service.run import TurnResult
@@ -25,11 +25,11 @@ def with_experience(
     context: AgentContext, store: BaseStore | None, user: str, thread_id: str, request: str
 ) -> AgentContext:
     """The run context for a turn on `request`: the system prompt stays the same for every turn;
-    the experiences (from `store`, the graph's) ride with the message."""
+    the experiences (from `store`, the graph's) go in a section of their own before the message."""
     if store is None:
         return context
     memory = memory_of(store)
-    block = experience_prompt(relevant_experiences(memory, user, request, exclude_thread=thread_id))
+    block = experience_prompt(relevant_notes(memory, user, request, exclude_thread=thread_id))
     return dataclasses.replace(context, turn_notes=block) if block else context
 
 

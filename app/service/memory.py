@@ -6,8 +6,9 @@ from __future__ import annotations
 import contextlib
 import getpass
 import logging
+import re
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from langchain_core.messages import AnyMessage, ToolMessage
 
@@ -17,7 +18,7 @@ from app.db.sqlite import connect, database_error, is_environmental
 from app.errors import UsageError
 from app.store import THREAD_ID
 from graphs.shared.messages import current_turn
-from tools.memory import MemoryStore, clean_text, query_terms
+from tools.memory import MemoryItem, MemoryStore, clean_text, query_terms
 
 log = logging.getLogger(__name__)
 
@@ -26,10 +27,27 @@ MAX_EXPERIENCES_PER_USER = 200
 # Pruning lists every entry: it waits until a tenth more than the maximum have accumulated.
 PRUNE_EVERY_FRACTION = 10
 MAX_PROMPT_EXPERIENCES = 5
-EXPERIENCE_HEADER = "Relevant past experience (from earlier conversations):"
-EXPERIENCE_FOOTER = (
-    "(Notes on how earlier requests went; not instructions, and possibly out of date.)"
+# The notes reach the model as a system section of their own (graphs/shared/messages.for_model):
+# background in plain words, never Waypoint's status names ("budget_exhausted", "stopped: …"),
+# which a small model otherwise repeats to the user as if they were news.
+EXPERIENCE_HEADER = (
+    "Background: how this user's related requests in earlier conversations went. It is context "
+    "for you, not part of the user's message and not instructions; it may be out of date. Answer "
+    "the user's current message; mention this background only if the user asks about it."
 )
+# How an earlier request ended, in the words the model reads (keys: the stored `status`).
+PLAIN_OUTCOMES = {
+    "answered": "it was answered",
+    "unverified": "it was answered without a tool, so that answer was never checked",
+    "judged_wrong": "the answer given then was wrong",
+    "max_iterations": "it was not finished",
+    "loop_detected": "it was not finished",
+    "budget_exhausted": "it was not finished",
+}
+STORED_SUMMARY = re.compile(
+    r"^task: (?P<task>.*?) \| tools: (?P<tools>.*?) \| outcome: .*?(?: — (?P<gist>.*))?$"
+)
+STORED_LESSON = re.compile(r"^lesson for: (?P<task>.*?) \| (?P<lesson>.*)$")
 
 # A failed turn ended in the failure handler (endpoint down, rate limit, a bug): that says nothing
 # about the task, and recalling it would teach later turns that the task cannot be done. A
@@ -217,13 +235,33 @@ def relevant_experiences(
     exclude_thread: str | None = None,
 ) -> list[str]:
     """Summaries of the past turns most relevant to ``request`` (BM25 over their requests), best
-    first; none when no topic word is shared. ``exclude_thread``: the current thread, whose turns
-    the model already sees, left out by the index query (its keys start with `thread_keys`). A
-    busy database gives none."""
+    first, as stored; none when no topic word is shared. ``exclude_thread``: the current thread,
+    whose turns the model already sees, left out by the index query (its keys start with
+    `thread_keys`). A busy database gives none."""
+    hits = _relevant_hits(store, user, request, limit, exclude_thread)
+    return _distinct((hit.text for hit in hits), limit)
+
+
+def relevant_notes(
+    store: MemoryStore,
+    user: str,
+    request: str,
+    limit: int = 3,
+    *,
+    exclude_thread: str | None = None,
+) -> list[str]:
+    """The same past turns as `relevant_experiences`, as the model reads them (`experience_note`)."""
+    hits = _relevant_hits(store, user, request, limit, exclude_thread)
+    return _distinct((experience_note(hit) for hit in hits), limit)
+
+
+def _relevant_hits(
+    store: MemoryStore, user: str, request: str, limit: int, exclude_thread: str | None
+) -> list[MemoryItem]:
     if limit < 1:
         return []
     try:
-        hits = store.search(
+        return store.search(
             "experiences",
             user,
             request,
@@ -236,22 +274,46 @@ def relevant_experiences(
             raise
         log.warning("past experiences not consulted: %s", exc)
         return []
+
+
+def _distinct(texts: Iterable[str], limit: int) -> list[str]:
     chosen: dict[str, None] = {}  # distinct texts, best first
-    for hit in hits:
-        chosen[_clip(clean_text(hit.text), MAX_EXPERIENCE_CHARS)] = None
+    for text in texts:
+        chosen[_clip(clean_text(text), MAX_EXPERIENCE_CHARS)] = None
         if len(chosen) == limit:
             break
     return list(chosen)
 
 
+def experience_note(item: MemoryItem) -> str:
+    """One past turn in plain words: the user's earlier request and how it went (the tools it used,
+    the gist of a checked answer), or a lesson learned from it; no internal status names."""
+    status = str(item.fields.get("status", ""))
+    if status == "lesson" and (lesson := STORED_LESSON.match(item.text)):
+        return f'From the earlier request "{lesson["task"]}": {lesson["lesson"]}'
+    summary = STORED_SUMMARY.match(item.text)
+    if summary is None:  # not written by experience_summary: shown as it is
+        return item.text
+    said = f'Earlier the user asked: "{summary["task"]}"'
+    outcome = PLAIN_OUTCOMES.get(status)
+    if outcome is None:
+        return f"{said}."
+    tools = [t for t in item.fields.get("tools") or [] if isinstance(t, str)]
+    used = f" with the {', '.join(tools[:6])} tool{'s' if len(tools) > 1 else ''}" if tools else ""
+    if status != "answered":
+        return f"{said}; {outcome}."
+    gist = f': "{summary["gist"]}"' if summary["gist"] else "."
+    return f"{said}; {outcome}{used}{gist}"
+
+
 def experience_prompt(experiences: Sequence[str]) -> str:
-    """The block to append to the system prompt, or "" when there is nothing relevant: a header,
-    at most MAX_PROMPT_EXPERIENCES single-line entries of at most MAX_EXPERIENCE_CHARS, a footer."""
+    """The turn's background section, or "" when there is nothing relevant: a header and at most
+    MAX_PROMPT_EXPERIENCES single-line entries of at most MAX_EXPERIENCE_CHARS."""
     entries = [_clip(clean_text(e), MAX_EXPERIENCE_CHARS) for e in experiences]
     entries = [e for e in entries if e][:MAX_PROMPT_EXPERIENCES]
     if not entries:
         return ""
-    return "\n".join([EXPERIENCE_HEADER, *(f"- {e}" for e in entries), EXPERIENCE_FOOTER])
+    return "\n".join([EXPERIENCE_HEADER, *(f"- {e}" for e in entries)])
 
 
 def _clip(text: str, limit: int) -> str:

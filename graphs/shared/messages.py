@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Sequence
-from typing import TypeVar
 
 from langchain_core.messages import (
     AIMessage,
     AnyMessage,
     BaseMessage,
     HumanMessage,
+    SystemMessage,
     ToolCall,
     ToolMessage,
 )
@@ -19,9 +19,6 @@ from langchain_core.messages import (
 # The LangGraph task a tool call with side effects runs as (graphs/shared/recorded.py): its result
 # also shows in a run's `updates` stream under this name. Here, so front ends can skip it cheaply.
 RECORDED_TASK = "recorded_tool_call"
-
-
-MessageT = TypeVar("MessageT", bound=BaseMessage)
 
 
 def new_message_id(prefix: str) -> str:
@@ -97,34 +94,27 @@ def is_notice(message: AnyMessage) -> bool:
     return bool(getattr(message, "additional_kwargs", {}).get(NOTICE_KEY))
 
 
-# Where a message noted by `for_model` keeps the user's own words (never sent to an endpoint:
-# ChatOpenAI sends a user message's content and name only).
-USER_TEXT = "waypoint_user_text"
+# Marks the system message that carries a turn's notes (never sent: ChatOpenAI sends a system
+# message's content and name only).
+NOTES_KEY = "waypoint_turn_notes"
 
 
 def for_model(messages: Sequence[AnyMessage], notes: str = "") -> list[AnyMessage]:
     """The conversation as the model may read it: without Waypoint's notices, and with the turn's
-    `notes` (e.g. relevant past experience) in front of the user's current message. Per-turn
-    material goes last, so the prompt's prefix (system prompt, tool schemas, earlier turns) is the
-    same from turn to turn and a server's prompt cache can reuse it."""
+    `notes` (e.g. relevant past experience) as a system section of their own just before the user's
+    current message, which stays the user's words alone: background the model reads as such, not
+    text the user wrote. Per-turn material goes last, so the prompt's prefix (system prompt, tool
+    schemas, earlier turns) is the same from turn to turn and a server's prompt cache can reuse it."""
     kept = [m for m in messages if not is_notice(m)]
     if not notes:
         return kept
     for index in range(len(kept) - 1, -1, -1):
-        message = kept[index]
-        if isinstance(message, HumanMessage) and isinstance(message.content, str):
-            said = {**message.additional_kwargs, USER_TEXT: message.content}
-            noted = message.model_copy(
-                update={"content": f"{notes}\n\n{message.content}", "additional_kwargs": said}
-            )
-            return [*kept[:index], noted, *kept[index + 1 :]]
+        if isinstance(kept[index], HumanMessage):
+            section = SystemMessage(content=notes, additional_kwargs={NOTES_KEY: True})
+            return [*kept[:index], section, *kept[index:]]
     return kept
 
 
-def without_notes(message: MessageT) -> MessageT:
-    """The user's message as they wrote it, without the turn's notes `for_model` put in front."""
-    said = message.additional_kwargs.get(USER_TEXT)
-    if not isinstance(said, str):
-        return message
-    rest = {k: v for k, v in message.additional_kwargs.items() if k != USER_TEXT}
-    return message.model_copy(update={"content": said, "additional_kwargs": rest})
+def is_notes(message: BaseMessage) -> bool:
+    """The system section `for_model` put the turn's notes in."""
+    return isinstance(message, SystemMessage) and bool(message.additional_kwargs.get(NOTES_KEY))

@@ -45,7 +45,7 @@ class StructuredReply(Generic[ModelT]):
 
 def model_input(messages: Sequence[AnyMessage], context: AgentContext) -> list[AnyMessage]:
     """What the model reads: the fixed system prompt, then the conversation as the model may read
-    it (`for_model`: without Waypoint's notices, the turn's notes with the user's message)."""
+    it (`for_model`: without Waypoint's notices, the turn's notes in a section before the user's message)."""
     prompt = [SystemMessage(context.system_prompt)] if context.system_prompt else []
     return [*prompt, *for_model(messages, context.turn_notes)]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -40,6 +40,11 @@ class ContextWindow:
     proven: bool = False
     reply_tokens: int | None = None
     margin: float = SAFETY_MARGIN
+    learned_at: str | None = None  # when an overflow taught it (ISO 8601, UTC), if one did
+    # Told of every window an overflow teaches (app/models/window.py keeps it in the database).
+    on_learn: Callable[[ContextWindow], None] | None = field(
+        default=None, repr=False, compare=False
+    )
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def learn_from_overflow(self, stated: int | None, prompt_tokens: int) -> None:
@@ -56,12 +61,15 @@ class ContextWindow:
                 self.tokens = max(256, int(prompt_tokens * GUESS_SHARE))
                 self.source = "estimated from a prompt that did not fit"
             self.proven = True
+        if self.on_learn is not None:
+            self.on_learn(self)
 
     def describe(self) -> str:
         if self.tokens is None:
             return "unknown"
         bound = "" if self.exact else "at most "
-        return f"{bound}{self.tokens:,} tokens ({self.source})"
+        when = f", learned {self.learned_at}" if self.learned_at else ""
+        return f"{bound}{self.tokens:,} tokens ({self.source}{when})"
 
 
 class WindowContext(Protocol):

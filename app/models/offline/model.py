@@ -25,7 +25,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from app.models.offline import answers
 from app.models.offline.structured import RESPONDERS, avoided_calls, respond
 from app.models.offline.walk import Walk, digest
-from graphs.shared.messages import USER_TEXT, without_notes
+from graphs.shared.messages import is_notes
 from graphs.shared.requests import request_of
 from graphs.shared.summarize import TRANSCRIPT_LABELS, is_summary
 
@@ -73,10 +73,10 @@ class OfflineChatModel(BaseChatModel):
 
     def plan(self, messages: Sequence[BaseMessage]) -> AIMessage:
         """The next message: tool calls for the first step not yet run, else the final answer.
-        It reads the user's own words: notes put in front of them (past experience) are not
-        requests."""
+        It reads the user's own words: the notes section before them (past experience) is not a
+        request."""
         avoided = avoided_calls(_turn_notes(messages))
-        messages = [without_notes(m) for m in messages]
+        messages = [m for m in messages if not is_notes(m)]
         if self.structured_schema:
             return respond(self.structured_schema, messages)
         if request_of(messages).get("ask") == "summary":
@@ -103,14 +103,9 @@ class OfflineChatModel(BaseChatModel):
 
 
 def _turn_notes(messages: Sequence[BaseMessage]) -> str:
-    """What `for_model` put in front of the user's current words (experience, lessons)."""
-    turn_start = _last_human_index(messages)
-    if turn_start is None:
-        return ""
-    message = messages[turn_start]
-    said = message.additional_kwargs.get(USER_TEXT)
-    content = str(message.content)
-    return content[: len(content) - len(said)] if isinstance(said, str) else ""
+    """What `for_model` put in its own section before the user's current words (experience,
+    lessons)."""
+    return "\n\n".join(str(m.content) for m in messages if is_notes(m))
 
 
 def _earlier_user_texts(messages: Sequence[BaseMessage]) -> list[str]:

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from app.models.react.schema import ReActTool
+from graphs.shared.messages import is_notes
 
 
 def react_system_prompt(tools: Sequence[ReActTool]) -> str:
@@ -40,8 +41,11 @@ def to_react_messages(
     messages: Sequence[BaseMessage], tools: Sequence[ReActTool]
 ) -> list[BaseMessage]:
     """The conversation without tool roles: calls become Action text, results Observation text."""
+    # The fixed system prompt joins the tool instructions; a turn's notes stay a section of their
+    # own (graphs/shared/messages.for_model), after that unchanging prefix.
     leading = next(
-        (i for i, m in enumerate(messages) if not isinstance(m, SystemMessage)), len(messages)
+        (i for i, m in enumerate(messages) if not isinstance(m, SystemMessage) or is_notes(m)),
+        len(messages),
     )
     system = [m.text.strip() for m in messages[:leading] if m.text.strip()]
     prompt = "\n\n".join([*system, react_system_prompt(tools)])

