@@ -13,6 +13,7 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.memory import InMemorySaver
+from pydantic import Field
 
 from app.models.offline import OfflineChatModel
 from graphs.react.graph import build_graph
@@ -640,3 +641,27 @@ def test_the_graph_streams_the_answer_as_tokens(chat: Chat) -> None:
     final = chat.graph.get_state(chat.config).values["messages"][-1]
     assert len(tokens) > 1
     assert "".join(tokens) == final.content
+
+
+class _SchemaCountingTool(BaseTool):
+    """A tool that counts how often its argument model is built (what a bind must not do)."""
+
+    name: str = "counted"
+    description: str = "counts schema builds"
+    builds: list[str] = Field(default_factory=list)
+
+    @property
+    def tool_call_schema(self):  # type: ignore[override]
+        self.builds.append(self.name)
+        return super().tool_call_schema
+
+    def _run(self, *args: object, **kwargs: object) -> str:
+        return ""
+
+
+def test_binding_tools_names_them_without_building_their_argument_models() -> None:
+    # building a pydantic model per tool per model call was a quarter of serve's CPU
+    tool = _SchemaCountingTool()
+    bound = OfflineChatModel().bind_tools([tool, {"name": "plain", "parameters": {}}])
+    assert bound.bound_tools == ("counted", "plain")
+    assert tool.builds == []

@@ -20,6 +20,7 @@ from langchain_core.messages import (
     HumanMessage,
 )
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from app.models.offline import answers
@@ -43,7 +44,7 @@ class OfflineChatModel(BaseChatModel):
         return "waypoint-offline"
 
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> OfflineChatModel:
-        names = tuple(convert_to_openai_tool(t)["function"]["name"] for t in tools)
+        names = tuple(_tool_name(t) for t in tools)
         schema = names[0] if len(names) == 1 and names[0] in RESPONDERS else None
         return self.model_copy(update={"bound_tools": names, "structured_schema": schema})
 
@@ -166,3 +167,11 @@ def _chunks(reply: AIMessage) -> Iterator[AIMessageChunk]:
                 id=reply.id,
                 tool_call_chunks=[{"name": None, "args": piece, "id": None, "index": index}],
             )
+
+
+def _tool_name(tool: Any) -> str:
+    """The name a bound tool is called by. A `BaseTool` says it: converting it to the OpenAI
+    format builds a pydantic model of its arguments (~25 % of serve's CPU when done per call)."""
+    if isinstance(tool, BaseTool):
+        return tool.name
+    return convert_to_openai_tool(tool)["function"]["name"]

@@ -80,13 +80,13 @@ async def ended(runs: Runs, thread_id: str, run_id: str) -> AnyRun:
         delay = min(delay * 2, POLL_MOST)
 
 
-def recorded_outcome(settings: Settings, record: RunRecord) -> Any:
+def recorded_outcome(settings: Settings, record: RunRecord) -> JSONResponse:
     if record.error is not None:
         return JSONResponse({"__error__": record.error}, status_code=200)
     values = record_values(settings, record)
     if values is None:
         raise NotFoundError(f"run {record.run_id} ended without a state (status {record.status})")
-    return values
+    return JSONResponse(values)
 
 
 def record_sse(runs: Runs, record: RunRecord) -> StreamingResponse:
@@ -118,9 +118,11 @@ def record_sse(runs: Runs, record: RunRecord) -> StreamingResponse:
     return StreamingResponse(frames(), media_type="text/event-stream", headers=headers)
 
 
-def outcome(run: Run) -> Any:
+def outcome(run: Run) -> JSONResponse:
+    """The run's final values or its error. The values are JSON data already: returned as a
+    response, FastAPI does not walk the whole state again (`jsonable_encoder`, ~10 % of serve's CPU)."""
     if run.error is not None:
         return JSONResponse({"__error__": error_event(run.error)}, status_code=200)
     if run.values is None:
         raise NotFoundError(f"run {run.run_id} ended without a state (status {run.status})")
-    return run.values
+    return JSONResponse(run.values)
