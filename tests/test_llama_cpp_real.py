@@ -44,12 +44,18 @@ MARGIN = 8.0
 SHORT_BUDGET = 5  # seconds, against a stalled endpoint
 PING_BUDGET = 20  # seconds: llama-cpp-python pings every 15 s while a request waits
 BUSY_TOKENS = 3000  # what another client asks for while the ping-only turn waits
-# The fix for budgets on the wire lives on the `budgets` branch (app/models/wire.py).
-WIRE_BUDGETS = importlib.util.find_spec("app.models.wire") is not None
-NEEDS_BUDGETS = pytest.mark.xfail(
-    not WIRE_BUDGETS,
-    strict=True,
-    reason="budgets on the wire and doctor's next step are fixed on the budgets branch (issue 34)",
+# Known defects of issue 34, seen on this model and server (3 December 2026), left open: each test
+# runs and reports; an xpass shows the defect gone. llama-cpp-python's chatml-function-calling breaks
+# off a streamed request with tools ("Automatic streaming tool choice is not supported") and then
+# closes that connection, and the next request sent on it from the pool fails with "Connection
+# error" (the native turn's retries and doctor's tool probe each meet one).
+DEAD_POOLED_CONNECTION = pytest.mark.xfail(
+    strict=False,
+    reason="after a broken-off stream the next request goes out on the connection the server closed",
+)
+# Turns after the first overflow still sent prompts the server refused (4 of 9 turns).
+WINDOW_RELEARNED = pytest.mark.xfail(
+    strict=False, reason="later turns still overflow the learned window on this model"
 )
 
 pytestmark = [
@@ -183,17 +189,8 @@ def turn(server: LlamaServer, thread: str, message: str, *flags: str) -> Turn:
     return done
 
 
-# Native tools on llama-cpp-python: every streamed request comes back empty ("Automatic streaming
-# tool choice is not supported") and is asked again unstreamed; on main that second request sometimes
-# failed with "Connection error", and a long prompt then counted as "no longer fits" (issue 34 item
-# 2, the budgets branch). Not strict: it depends on what the model writes.
-NATIVE_AFTER_EMPTY_STREAM = pytest.mark.xfail(
-    not WIRE_BUDGETS, strict=False, reason="an empty stream's retry is fixed on the budgets branch"
-)
-
-
 @pytest.mark.parametrize(
-    "protocol", [pytest.param("native", marks=NATIVE_AFTER_EMPTY_STREAM), "react"]
+    "protocol", [pytest.param("native", marks=DEAD_POOLED_CONNECTION), "react"]
 )
 def test_a_turn_on_the_real_model_answers(endpoint: LlamaServer, protocol: str) -> None:
     done = turn(
@@ -212,6 +209,7 @@ def test_a_turn_on_the_real_model_answers(endpoint: LlamaServer, protocol: str) 
     assert done.seconds <= TURN_SECONDS + MARGIN
 
 
+@WINDOW_RELEARNED
 @pytest.mark.timeout(2400)  # 8 turns of up to 3 requests of a few thousand tokens each
 def test_a_thread_past_the_window_keeps_answering_and_learns_the_window_once(
     endpoint: LlamaServer, db_path: Path
@@ -265,7 +263,6 @@ def stalled_endpoint() -> Iterator[str]:
         listener.close()
 
 
-@NEEDS_BUDGETS  # on main: 16.5 s for a 5 s budget (the window probes wait too)
 def test_a_stalled_endpoint_ends_the_turn_within_its_budget(
     endpoint: LlamaServer, stalled_endpoint: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -306,7 +303,6 @@ def busy_server(endpoint: LlamaServer) -> Iterator[LlamaServer]:
         worker.join(timeout=600)
 
 
-@NEEDS_BUDGETS
 def test_a_ping_only_endpoint_ends_the_turn_within_its_budget(busy_server: LlamaServer) -> None:
     started = time.monotonic()
     result = run_cli(
@@ -321,7 +317,7 @@ def test_a_ping_only_endpoint_ends_the_turn_within_its_budget(busy_server: Llama
 
 # on main: "FAIL tools: … No generations found in stream, and the same request unstreamed failed too
 # (OpenAIConnectionError: Connection error.)" with no next step (issue 34)
-@NEEDS_BUDGETS
+@DEAD_POOLED_CONNECTION
 def test_doctor_ping_says_which_tool_protocol_works(endpoint: LlamaServer) -> None:
     result = run_cli("doctor", "--ping")
 
