@@ -162,6 +162,8 @@ class OpenAIServer:
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self.hung_up = threading.Event()  # a client closed a connection this server still served
+        # closes_after_empty_stream: a request came on a connection the server had broken off
+        self.dropped_a_request = threading.Event()
         self._handlers: list[threading.Thread] = []
         self._ids = itertools.count(1)
         self._httpd: ThreadingHTTPServer | None = None
@@ -275,6 +277,12 @@ class _Handler(BaseHTTPRequestHandler):
         self._record_other()
 
     def do_POST(self) -> None:
+        if getattr(self, "drop_next_request", False):
+            # llama-cpp-python closes the connection it broke a stream off on, without saying so:
+            # the next request a client's pool sends on it gets no response at all.
+            self.owner.dropped_a_request.set()
+            self.close_connection = True
+            return
         if self.path != COMPLETIONS_PATH:
             self._record_other()
             return
@@ -403,6 +411,17 @@ class _Handler(BaseHTTPRequestHandler):
                 return
         self._end_stream()
 
+    def _send_stream_keeping_the_connection(self, events: list[str]) -> None:
+        """`events` as one SSE stream, without `Connection: close` (so a client keeps it)."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for event in events:
+            self._write_chunk(f"data: {event}\n\n".encode())
+        self._end_stream()
+        self.close_connection = False
+
     def _start_stream(self) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
@@ -526,7 +545,13 @@ def openai_server() -> Iterator[OpenAIServer]:
 # - repeat_name: streamed tool calls repeat the call's id and name in every chunk, with a
 #   `function_call` copy (llama-cpp-python's streamed function-call chunks).
 QUIRKS = frozenset(
-    {"null_content_rejected", "tools_need_tool_choice", "auto_stream_empty", "repeat_name"}
+    {
+        "null_content_rejected",
+        "tools_need_tool_choice",
+        "auto_stream_empty",
+        "closes_after_empty_stream",
+        "repeat_name",
+    }
 )
 LLAMA_CPP_PYTHON = QUIRKS
 NULL_CONTENT_ERROR = "Expected 'content' to be a string or an array"
@@ -552,7 +577,11 @@ def _play_quirk(handler: _Handler, body: Any, recorded: dict) -> bool:
     automatic = body.get("tools") and body.get("tool_choice") == "auto"
     if "auto_stream_empty" in quirks and body.get("stream") and automatic:
         _record(handler.owner, recorded, "empty_stream")
-        handler._send_stream(["[DONE]"])
+        if "closes_after_empty_stream" in quirks:
+            handler._send_stream_keeping_the_connection([])  # broken off: not even [DONE]
+            handler.drop_next_request = True
+        else:
+            handler._send_stream(["[DONE]"])
         return True
     return False
 

@@ -44,14 +44,13 @@ MARGIN = 8.0
 SHORT_BUDGET = 5  # seconds, against a stalled endpoint
 PING_BUDGET = 20  # seconds: llama-cpp-python pings every 15 s while a request waits
 BUSY_TOKENS = 3000  # what another client asks for while the ping-only turn waits
-# Known defects of issue 34, seen on this model and server (3 December 2026), left open: each test
-# runs and reports; an xpass shows the defect gone. llama-cpp-python's chatml-function-calling breaks
-# off a streamed request with tools ("Automatic streaming tool choice is not supported") and then
-# closes that connection, and the next request sent on it from the pool fails with "Connection
-# error" (the native turn's retries and doctor's tool probe each meet one).
-DEAD_POOLED_CONNECTION = pytest.mark.xfail(
-    strict=False,
-    reason="after a broken-off stream the next request goes out on the connection the server closed",
+# Known outcomes left open (issue 34), seen on this model and server on 3 December 2026: each test
+# runs and reports; an xpass shows the outcome changed. With native tools, SmolLM2-135M writes
+# calculator expressions that do not parse ("def calculate_sum() {...}"), so the turn fails honestly
+# after its retries: the model, not the wire (the dead pooled connection after llama-cpp-python's
+# broken-off stream is fixed, tests/test_wire_budgets.py).
+SMALL_MODEL_NATIVE_CALLS = pytest.mark.xfail(
+    strict=False, reason="SmolLM2-135M's native tool arguments do not parse"
 )
 # Turns after the first overflow still sent prompts the server refused (4 of 9 turns).
 WINDOW_RELEARNED = pytest.mark.xfail(
@@ -190,7 +189,7 @@ def turn(server: LlamaServer, thread: str, message: str, *flags: str) -> Turn:
 
 
 @pytest.mark.parametrize(
-    "protocol", [pytest.param("native", marks=DEAD_POOLED_CONNECTION), "react"]
+    "protocol", [pytest.param("native", marks=SMALL_MODEL_NATIVE_CALLS), "react"]
 )
 def test_a_turn_on_the_real_model_answers(endpoint: LlamaServer, protocol: str) -> None:
     done = turn(
@@ -315,9 +314,8 @@ def test_a_ping_only_endpoint_ends_the_turn_within_its_budget(busy_server: Llama
     assert seconds <= PING_BUDGET + MARGIN, seconds
 
 
-# on main: "FAIL tools: … No generations found in stream, and the same request unstreamed failed too
-# (OpenAIConnectionError: Connection error.)" with no next step (issue 34)
-@DEAD_POOLED_CONNECTION
+# Before: "FAIL tools: … Connection error." with no next step (issue 34); the tool probe's retry went
+# out on the connection the server had closed after breaking off the stream.
 def test_doctor_ping_says_which_tool_protocol_works(endpoint: LlamaServer) -> None:
     result = run_cli("doctor", "--ping")
 

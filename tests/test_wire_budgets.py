@@ -140,6 +140,24 @@ def test_an_empty_stream_then_a_timeout_is_a_timeout_not_an_overflow(tmp_path: P
         busy.assert_done()
 
 
+def test_the_retry_after_an_empty_stream_skips_the_connection_the_server_closed(
+    tmp_path: Path,
+) -> None:
+    # llama-cpp-python breaks off a streamed tool request and then closes that connection without
+    # saying so: the unstreamed retry, sent on it from the pool, gets no response at all. Sent
+    # again on a new connection it is answered (before: "Connection error" at every attempt).
+    with OpenAIServer(quirks=LLAMA_CPP_PYTHON) as server:
+        server.add(text("42 it is."))
+
+        values, _ = timed_turn(server, tmp_path, None, "what is 6 times 7")
+
+        assert server.dropped_a_request.is_set()  # the pool did send one on the dead connection
+        assert values["status"] == "answered"
+        assert values["messages"][-1].content == "42 it is."
+        assert [r.stream for r in server.completions] == [True, False]
+        server.assert_done()
+
+
 def test_a_timeout_after_an_empty_stream_that_is_not_retried_says_timeout(tmp_path: Path) -> None:
     long_message = "Summarise these facts: " + " ".join(f"fact{i}" for i in range(2500))
     with OpenAIServer(quirks=LLAMA_CPP_PYTHON) as busy:

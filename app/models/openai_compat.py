@@ -9,6 +9,7 @@ import json
 from collections.abc import Generator, Iterator, Sequence
 from typing import Any
 
+import httpx
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGenerationChunk
@@ -36,6 +37,12 @@ class RepeatedOutputError(ValueError):
     Not retried: the same request tends to loop the same way."""
 
     error_kind = "model_fatal"
+
+
+# How a request sent on a connection the server had already closed fails: reset, or closed, before
+# any response (a new connection that cannot be made is httpx.ConnectError, not one of these).
+DEAD_CONNECTION = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
+DEAD_CONNECTIONS_SKIPPED = 3  # the pool may hold several (the server also closes idle ones)
 
 
 class EmptyStreamError(ValueError):
@@ -152,7 +159,7 @@ class CompatibleChatOpenAI(ChatOpenAI):
         stream, which the graph judges by the prompt's size (after a long prompt it is how some
         servers say the context is full)."""
         try:
-            return self._unstreamed(messages, stop, run_manager, **kwargs)
+            return self._unstreamed_on_a_live_connection(messages, stop, run_manager, **kwargs)
         except Exception as exc:
             if (
                 not is_invalid_response(exc)
@@ -164,6 +171,26 @@ class CompatibleChatOpenAI(ChatOpenAI):
             raise EmptyStreamError(
                 f"{EMPTY_STREAM}, and the same request unstreamed brought no reply either ({detail})"
             ) from exc
+
+    def _unstreamed_on_a_live_connection(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None,
+        run_manager: CallbackManagerForLLMRun | None,
+        **kwargs: Any,
+    ) -> ChatGenerationChunk:
+        """`_unstreamed`, sent again (a few times at most) while the connection it went out on was
+        one the server had already closed. A server that breaks off a stream (llama-cpp-python's
+        "Automatic streaming tool choice is not supported") closes that connection after it, and
+        the pool may hand it out again at once: a request sent on it gets no response at all, so
+        sending it again is safe (each dead connection is dropped from the pool)."""
+        for _ in range(DEAD_CONNECTIONS_SKIPPED):
+            try:
+                return self._unstreamed(messages, stop, run_manager, **kwargs)
+            except Exception as exc:
+                if not went_out_on_a_dead_connection(exc):
+                    raise
+        return self._unstreamed(messages, stop, run_manager, **kwargs)
 
     def _unstreamed(
         self,
@@ -188,6 +215,17 @@ class CompatibleChatOpenAI(ChatOpenAI):
         if run_manager:
             run_manager.on_llm_new_token(chunk.text, chunk=chunk)
         return chunk
+
+
+def went_out_on_a_dead_connection(exc: BaseException) -> bool:
+    """Whether `exc` (openai's, or langchain-openai's around it) was caused by a connection the
+    server had closed, before any response."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, DEAD_CONNECTION):
+            return True
+        cause = cause.__cause__
+    return False
 
 
 class QuietEndpointError(TimeoutError):
