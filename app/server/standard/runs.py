@@ -40,7 +40,6 @@ from pydantic import (
 )
 
 from app.config import Settings
-from app.db import open_database
 from app.db.run_records import ACTIVE, RunRecord, RunTable
 from app.errors import AppError, ConflictError, NotFoundError, ThreadBusyError, UsageError
 from app.server.errors import ForbiddenError, error_body
@@ -52,7 +51,7 @@ from app.server.standard.wire import (
     user_message_id,
     user_text,
 )
-from app.server.users import owners_spec
+from app.server.users import owners_spec, server_database
 from app.service import api
 from app.service.context import only_tools
 from app.service.events import (
@@ -335,9 +334,7 @@ class Runs:
         with self._records_lock:
             if self._records is None:
                 stack = contextlib.ExitStack()
-                database = stack.enter_context(
-                    open_database(self.settings.database, self.settings.busy_timeout)
-                )
+                database = stack.enter_context(server_database(self.settings))
                 self._records = (stack, database.runs)
             stack, table = self._records
         try:
@@ -650,7 +647,7 @@ def approval_policy(settings: Settings, spec: RunSpec) -> ApprovalPolicy:
 
 
 def _thread_must_exist(settings: Settings, thread_id: str, if_not_exists: str) -> None:
-    with open_database(settings.database, settings.busy_timeout) as database:
+    with server_database(settings) as database:
         if database.thread_exists(thread_id) or thread_id in database.thread_infos():
             return
         if if_not_exists == "create":
@@ -736,7 +733,7 @@ def _final_values(
     """The thread's values after the run (what `wait` and `join` answer) and its head checkpoint;
     the messages its events dumped already are not dumped again."""
     try:
-        with open_database(settings.database, settings.busy_timeout) as database:
+        with server_database(settings) as database:
             head = api.head_state(database, thread_id)
     except AppError:
         return None, None
@@ -749,7 +746,7 @@ def record_values(settings: Settings, record: RunRecord) -> Any:
     """The thread's values as the run (finished, from its record) left them."""
     if record.output_checkpoint is None:
         return None
-    with open_database(settings.database, settings.busy_timeout) as database:
+    with server_database(settings) as database:
         head = api.head_state(database, record.thread_id, record.output_checkpoint)
     return jsonable(head.values) if head is not None else {}
 
