@@ -18,16 +18,18 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from app.config import load_settings
 from app.service.context import make_context
 from app.store import open_checkpointer
+from graphs.shared.carried_turns import answered_on_thread
 from graphs.shared.guard import Step, fork_reason
 from graphs.shared.guard_rows import NEWEST, Row, ThreadChangedError
 from graphs.shared.guarded_writes import guard_copies
+from graphs.shared.messages import notice_message
 from graphs.state import AgentContext
 from graphs.strategies import STRATEGIES
 
@@ -142,6 +144,37 @@ def test_the_error_says_what_happened_and_what_to_do():
     )
     assert error.thread_id == "t-1"
     assert str(pickle.loads(pickle.dumps(error))) == str(error)
+
+
+def said(*kinds: str) -> list:
+    """Messages by kind: q (a question), a (an answer), t (a tool call), r (a tool result),
+    n (Waypoint's notice); ids q0, a1, … by position."""
+    make = {
+        "q": lambda i: HumanMessage("?", id=f"q{i}"),
+        "a": lambda i: AIMessage("!", id=f"a{i}"),
+        "t": lambda i: AIMessage("", id=f"t{i}", tool_calls=[{"name": "x", "args": {}, "id": "c"}]),
+        "r": lambda i: ToolMessage("1", id=f"r{i}", tool_call_id="c"),
+        "n": lambda i: notice_message("stopped", "budget"),
+    }
+    return [make[kind](i) for i, kind in enumerate(kinds)]
+
+
+@pytest.mark.parametrize(
+    ("head", "answered"),
+    [
+        (said("q", "t", "r", "a", "q"), True),  # carried on by the next turn, answered
+        (said("q", "t", "r", "q", "t"), False),  # carried on, but the answer never came
+        (said("q", "t", "r", "n", "q"), False),  # a notice of a spent budget is no answer
+        (said("q", "t", "r"), False),  # not answered yet
+        (said("q", "a")[:1], False),
+    ],
+)
+def test_a_refused_turn_counts_as_answered_only_with_its_answer_on_the_thread(
+    head: list, answered: bool
+):
+    turn = said("q", "t", "r")  # the refused step's state: its question q0 and its tool call
+    assert answered_on_thread(turn, head) is answered
+    assert not answered_on_thread(said("r"), head)  # a step without a question of its own
 
 
 # --- two runs on one thread, Waypoint's react graph on its real savers ---------------------------
@@ -553,3 +586,79 @@ def test_a_saver_s_first_run_cannot_fork_the_thread_when_a_server_hands_it_over(
             ask(graph, overtaken, config, context)
         messages = other.get_state(config).values["messages"]
         assert [kept_in(messages, asked) for asked in (first, overtaking)] == [True, True]
+
+
+def test_a_run_refused_after_another_carried_its_answer_on_ends_answered(database: str):
+    """Reflexion's turn stores its answer, then evaluates it. Another instance's turn starts from
+    that answer before the evaluation's step, so this run is refused there; its turn is answered on
+    the thread (the other turn carried it on). The run must end as answered: ThreadChangedError
+    would tell its client to send the message again, and the thread would answer it twice."""
+    context = make_context(load_settings())
+    config = {"configurable": {"thread_id": "carried"}}
+    first, carried, carrying = question(1, 1), question(3, 3), question(2, 2)
+    with open_checkpointer(database) as theirs, open_checkpointer(database) as mine:
+        other = STRATEGIES["react"].build(theirs)
+        ask(other, first, config, context)
+        built = STRATEGIES["reflexion"].build(None)
+        graph = guard_copies(built).copy(update={"checkpointer": mine})  # as app/portable.py
+        store = mine.put
+
+        def overtaken_once_answered(*put: Any) -> Any:
+            stored = store(*put)
+            if kept(graph, config, carried):  # the answer is the thread's head
+                mine.put = store
+                ask(other, carrying, config, context)
+            return stored
+
+        mine.put = overtaken_once_answered
+        result = ask(graph, carried, config, context)
+        messages = other.get_state(config).values["messages"]
+        assert kept_in(result["messages"], carried)
+        assert [kept_in(messages, asked) for asked in (first, carried, carrying)] == [True] * 3
+        assert [m.content for m in messages].count("3 + 3 = 6") == 1
+
+
+def test_an_async_run_refused_after_its_answer_was_carried_on_ends_answered(pg_url: str):
+    """The same as Aegra runs a graph: `astream` on LangGraph's async PostgreSQL saver, one per
+    instance."""
+    assert asyncio.run(carried_async_turn(pg_url)) == ["3 + 3 = 6", [True, True, True], 1]
+
+
+async def carried_async_turn(url: str) -> list:
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+    from psycopg import AsyncConnection
+    from psycopg.rows import dict_row
+
+    context = make_context(load_settings())
+    config = {"configurable": {"thread_id": "carried-async"}}
+    first, carried, carrying = question(1, 1), question(3, 3), question(2, 2)
+    settings = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
+    async with (
+        await AsyncConnection.connect(url, **settings) as theirs,
+        await AsyncConnection.connect(url, **settings) as mine,
+    ):
+        other_saver, saver = AsyncPostgresSaver(theirs), AsyncPostgresSaver(mine)
+        await saver.setup()
+        other = STRATEGIES["react"].build(other_saver)
+        await other.ainvoke({"messages": first["messages"]}, config, context=context)
+        graph = guard_copies(STRATEGIES["reflexion"].build(None)).copy(
+            update={"checkpointer": saver}
+        )
+        store = saver.aput
+
+        async def overtaken_once_answered(*put: Any) -> Any:
+            stored = await store(*put)
+            if kept_in((await graph.aget_state(config)).values["messages"], carried):
+                saver.aput = store
+                await other.ainvoke({"messages": carrying["messages"]}, config, context=context)
+            return stored
+
+        saver.aput = overtaken_once_answered
+        last = None
+        async for values in graph.astream(
+            {"messages": carried["messages"]}, config, context=context, stream_mode="values"
+        ):
+            last = values["messages"][-1].content
+        messages = (await other.aget_state(config)).values["messages"]
+        kept_turns = [kept_in(messages, asked) for asked in (first, carried, carrying)]
+        return [last, kept_turns, [m.content for m in messages].count("3 + 3 = 6")]

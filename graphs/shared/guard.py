@@ -53,7 +53,7 @@ def check_thread() -> None:
     guard_writes(saver)
     reason = fork_reason(newest_checkpoints(saver, step.thread_id), step)
     if reason is not None:
-        raise ThreadChangedError(step.thread_id, reason)
+        raise ThreadChangedError(step.thread_id, reason, step.checkpoint_id)
 
 
 def running_step(config: RunnableConfig) -> Step | None:

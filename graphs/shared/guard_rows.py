@@ -25,16 +25,20 @@ class ThreadChangedError(GraphBubbleUp, RuntimeError):
     head). A GraphBubbleUp, so that it ends the run as it is: a node error handler would route it
     on and write one more checkpoint, the forking write this error exists to prevent."""
 
-    def __init__(self, thread_id: str, reason: str) -> None:
+    def __init__(self, thread_id: str, reason: str, turn_checkpoint: str | None = None) -> None:
         super().__init__(
             f"thread {thread_id} was changed by another run while this turn ran; "
             f"send the message again ({reason})"
         )
         self.thread_id = thread_id
         self.reason = reason
+        # The checkpoint of this run's turn the refused step followed; None when the run was
+        # refused before it stored its turn. Whether the other run carried that turn on, answered,
+        # is read from it (graphs/shared/carried_turns.py).
+        self.turn_checkpoint = turn_checkpoint
 
-    def __reduce__(self) -> tuple:
-        return type(self), (self.thread_id, self.reason)  # pickles (engines may) and back
+    def __reduce__(self) -> tuple:  # pickles (engines may) and back
+        return type(self), (self.thread_id, self.reason, self.turn_checkpoint)
 
 
 class Row(NamedTuple):

@@ -9,8 +9,10 @@ a graph of `guard_copies` with its checkpointer; the saver is otherwise unchange
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -18,6 +20,12 @@ from langgraph._internal._constants import CONFIG_KEY_RUNTIME  # in a run's conf
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 
+from graphs.shared.carried_turns import (
+    answered_on_thread,
+    head_config,
+    messages_of,
+    turn_config,
+)
 from graphs.shared.guard_rows import (
     Row,
     ThreadChangedError,
@@ -26,6 +34,8 @@ from graphs.shared.guard_rows import (
 )
 from graphs.shared.live import RunContext
 from graphs.shared.writer_locks import WriterLocks
+
+log = logging.getLogger(__name__)
 
 INSTALLED = "_waypoint_one_writer"
 DELIBERATE = frozenset({"update", "fork"})  # state edits, copies (rollback) and replays
@@ -48,13 +58,60 @@ class GuardedCopies(CompiledStateGraph[Any, RunContext, Any, Any]):
     """A compiled graph whose copies made with a checkpointer have the check installed on it. That
     is how Aegra and LangGraph's server hand a graph their saver, per run: installed there, the
     check also covers the first checkpoints of a process's first run, which LangGraph stores
-    before any node (and so any node's check) runs."""
+    before any node (and so any node's check) runs. A run refused after another run carried its
+    turn on, answered, ends as answered instead of failing."""
 
     def copy(self, update: dict[str, Any] | None = None) -> GuardedCopies:
         saver = (update or {}).get("checkpointer")
         if isinstance(saver, BaseCheckpointSaver):
             guard_writes(saver)
         return super().copy(update)
+
+    # A run (invoke, stream, astream_events: each goes through these) refused after another run
+    # carried its turn on, answered, ends as answered (graphs/shared/carried_turns.py).
+    def stream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        try:
+            yield from super().stream(input, config, **kwargs)
+        except ThreadChangedError as refused:
+            turn = turn_config(refused)
+            if turn is None or not self._answered(turn, head_config(refused)):
+                raise
+            _ended_as_answered(refused)
+
+    async def astream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        try:
+            async for chunk in super().astream(input, config, **kwargs):
+                yield chunk
+        except ThreadChangedError as refused:
+            turn = turn_config(refused)
+            if turn is None or not await self._aanswered(turn, head_config(refused)):
+                raise
+            _ended_as_answered(refused)
+
+    def _answered(self, turn: RunnableConfig, head: RunnableConfig) -> bool:
+        try:
+            then, now = self.get_state(turn).values, self.get_state(head).values
+        except Exception:  # unread, the refusal stands: its client sends the turn again
+            log.warning("the thread of a refused run could not be read", exc_info=True)
+            return False
+        return answered_on_thread(messages_of(then), messages_of(now))
+
+    async def _aanswered(self, turn: RunnableConfig, head: RunnableConfig) -> bool:
+        try:
+            then, now = (await self.aget_state(turn)).values, (await self.aget_state(head)).values
+        except Exception:  # unread, the refusal stands: its client sends the turn again
+            log.warning("the thread of a refused run could not be read", exc_info=True)
+            return False
+        return answered_on_thread(messages_of(then), messages_of(now))
+
+
+def _ended_as_answered(refused: ThreadChangedError) -> None:
+    log.info(
+        "thread %s: a run refused after another run carried its turn on, answered (%s); "
+        "it ends as answered",
+        refused.thread_id,
+        refused.reason,
+    )
 
 
 def guard_copies(graph: CompiledStateGraph[Any, RunContext, Any, Any]) -> GuardedCopies:
@@ -71,7 +128,7 @@ def _install(saver: BaseCheckpointSaver) -> None:
         thread_id = _root_thread(config, metadata)
         if thread_id is None:
             return put(config, checkpoint, metadata, versions)
-        with locks.writing(thread_id) as rows:
+        with _naming_the_turn(config, metadata), locks.writing(thread_id) as rows:
             if rows is None:  # not read with the lock
                 rows = newest_checkpoints(saver, thread_id)
             refuse_fork(rows, config, checkpoint["id"])
@@ -83,15 +140,28 @@ def _install(saver: BaseCheckpointSaver) -> None:
         thread_id = _root_thread(config, metadata)
         if thread_id is None:
             return await aput(config, checkpoint, metadata, versions)
-        async with locks.awriting(thread_id) as rows:
-            if rows is None:
-                rows = await anewest_checkpoints(saver, thread_id)
-            refuse_fork(rows, config, checkpoint["id"])
-            return await aput(config, checkpoint, metadata, versions)
+        with _naming_the_turn(config, metadata):
+            async with locks.awriting(thread_id) as rows:
+                if rows is None:
+                    rows = await anewest_checkpoints(saver, thread_id)
+                refuse_fork(rows, config, checkpoint["id"])
+                return await aput(config, checkpoint, metadata, versions)
 
     # On this saver instance only; the checked versions take the same arguments, typed loosely.
     saver.put, saver.aput = checked_put, checked_aput  # type: ignore[method-assign, assignment]
     saver.__dict__[INSTALLED] = True
+
+
+@contextlib.contextmanager
+def _naming_the_turn(config: RunnableConfig, metadata: Any) -> Iterator[None]:
+    """A refused step's checkpoint names the run's turn it followed (a run's input checkpoint
+    follows the thread's head: the run's turn is not stored yet)."""
+    try:
+        yield
+    except ThreadChangedError as refused:
+        if refused.turn_checkpoint is None and (metadata or {}).get("source") == "loop":
+            refused.turn_checkpoint = config["configurable"].get("checkpoint_id")
+        raise
 
 
 def refuse_fork(rows: Sequence[Row], config: RunnableConfig, checkpoint_id: str) -> None:
