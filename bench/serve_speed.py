@@ -94,11 +94,15 @@ def _runs(base: str, thread: str, count: int, first: int) -> list[float]:
 
 @contextlib.contextmanager
 def langgraph_dev(
-    directory: Path, workspace: Path, environment: Mapping[str, str]
+    directory: Path,
+    workspace: Path,
+    environment: Mapping[str, str],
+    config: Path = REPO / "langgraph.json",
 ) -> Iterator[tuple[subprocess.Popen, str]]:
-    """`langgraph dev` (its in-memory runtime) serving this repository's langgraph.json, with a
-    database (in `directory`) and `workspace` of its own, in `environment` (the offline model
-    unless it names another)."""
+    """`langgraph dev` (its in-memory runtime) serving `config` (this repository's langgraph.json
+    unless another is given), with a database (in `directory`) and `workspace` of its own, in
+    `environment` (the offline model unless it names another), on a free port: the process and
+    its base URL while it runs. The bench and the tests start it this one way."""
     directory.mkdir(parents=True, exist_ok=True)
     # langgraph.json names ./app/portable.py from the working directory, which keeps the
     # runtime's own files (.langgraph_api/): a fresh directory linked to the repository's app/
@@ -115,7 +119,7 @@ def langgraph_dev(
     command = [
         str(shutil.which("langgraph")),
         *("dev", "--no-browser", "--no-reload", "--port", str(port)),
-        *("--config", str(REPO / "langgraph.json")),
+        *("--config", str(config)),
     ]
     log = directory / "langgraph-dev.log"
     with open(log, "wb") as out:

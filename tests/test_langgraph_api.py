@@ -4,19 +4,15 @@ Both are real processes on 127.0.0.1; the outcomes must be the same."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
-import socket
-import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 from langgraph_sdk import get_sync_client
 
+from bench.serve_speed import langgraph_dev as started_langgraph_dev
 from graphs.strategies import STRATEGIES
 from tests.sdk_scenario import answer, run_scenario, user
 from tests.server_process import running_server
@@ -50,62 +46,8 @@ def langgraph_dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[st
     assert LANGGRAPH, "langgraph-cli[inmem] is required here (WAYPOINT_REQUIRE_LANGGRAPH)"
     tmp = tmp_path_factory.mktemp("langgraph-dev")
     workspace = with_notes(tmp / "workspace")
-    # langgraph dev resolves langgraph.json's `./app/portable.py` against its working directory
-    # (a user runs it from the repository's root); here that directory is a fresh one, for the
-    # runtime's own files, so it links to the repository's app/.
-    (tmp / "app").symlink_to(REPO / "app", target_is_directory=True)
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(REPO),
-        "APP_WORKSPACE": str(workspace),
-        "APP_DB": str(tmp / "agent.sqlite"),
-        "LANGSMITH_TRACING": "false",
-        "LANGGRAPH_CLI_NO_ANALYTICS": "1",
-    }
-    with running_langgraph_dev(tmp, REPO / "langgraph.json", env) as base:
+    with started_langgraph_dev(tmp, workspace, os.environ) as (_, base):
         yield base, workspace
-
-
-@contextlib.contextmanager
-def running_langgraph_dev(tmp: Path, config: Path, env: dict[str, str]) -> Iterator[str]:
-    """`langgraph dev` serving `config` from `tmp` (its in-memory runtime keeps its files,
-    .langgraph_api/, in the working directory) on a free port: its base URL while it runs."""
-    port = free_port()
-    command = [LANGGRAPH or "langgraph", "dev", "--no-browser", "--no-reload"]
-    command += ["--port", str(port), "--config", str(config)]
-    log = tmp / "langgraph-dev.log"
-    with open(log, "wb") as out:
-        process = subprocess.Popen(command, cwd=tmp, stdout=out, stderr=subprocess.STDOUT, env=env)
-    try:
-        base = f"http://127.0.0.1:{port}"
-        wait_until_ok(base, process, log)
-        yield base
-    finally:
-        process.terminate()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=15)
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def wait_until_ok(base: str, process: subprocess.Popen, log: Path) -> None:
-    """Until /ok answers; the server's own start-up, not an ordering of two processes."""
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            break
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(f"{base}/ok", timeout=2).status_code == 200:
-                return
-        time.sleep(0.2)
-    raise RuntimeError(f"langgraph dev did not start:\n{log.read_text()[-4000:]}")
 
 
 def expected_outcome(tag: str) -> dict:

@@ -18,8 +18,9 @@ from langgraph_sdk import Auth, get_sync_client
 
 from app.server import langgraph_auth
 from app.server.tokens import add_user
+from bench.serve_speed import langgraph_dev as started_langgraph_dev
 from tests.sdk_scenario import answer, user
-from tests.test_langgraph_api import REPO, needs_langgraph_cli, running_langgraph_dev
+from tests.test_langgraph_api import REPO, needs_langgraph_cli
 
 
 def as_caller(name: str) -> SimpleNamespace:
@@ -52,22 +53,12 @@ def test_the_handler_makes_threads_their_creators_and_scopes_the_store():
 @pytest.fixture(scope="module")
 def authed_langgraph_dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict]]:
     tmp = tmp_path_factory.mktemp("langgraph-auth")
-    (tmp / "app").symlink_to(REPO / "app", target_is_directory=True)
     tokens = {name: add_user(tmp / "users.json", name) for name in ("alice", "bob")}
     config = json.loads((REPO / "langgraph.json").read_text())
     config["auth"] = {"path": "./app/server/langgraph_auth.py:auth"}
     (tmp / "langgraph.json").write_text(json.dumps(config))
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(REPO),
-        "APP_WORKSPACE": str(tmp / "workspace"),
-        "APP_DB": str(tmp / "agent.sqlite"),
-        "APP_USERS_FILE": str(tmp / "users.json"),
-        "APP_MEMORY_SCOPE": "user",
-        "LANGSMITH_TRACING": "false",
-        "LANGGRAPH_CLI_NO_ANALYTICS": "1",
-    }
-    with running_langgraph_dev(tmp, tmp / "langgraph.json", env) as base:
+    env = {**os.environ, "APP_USERS_FILE": str(tmp / "users.json"), "APP_MEMORY_SCOPE": "user"}
+    with started_langgraph_dev(tmp, tmp / "workspace", env, tmp / "langgraph.json") as (_, base):
         yield base, tokens
 
 
