@@ -14,7 +14,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -559,6 +559,21 @@ async def overtaken_turn(url: str, durability: str) -> str:
         )
 
 
+@contextlib.contextmanager
+def two_instances(
+    database: str, strategy: str, first: dict, config: dict
+) -> Iterator[tuple[Any, Any, BaseCheckpointSaver]]:
+    """Two server instances on `database`, each with a saver of its own: the other's react graph,
+    which answered `first` on the thread, and this one's `strategy` graph as a server copies it
+    (app/portable.py), with its saver."""
+    context = make_context(load_settings())
+    with open_checkpointer(database) as theirs, open_checkpointer(database) as mine:
+        other = STRATEGIES["react"].build(theirs)
+        ask(other, first, config, context)
+        graph = guard_copies(STRATEGIES[strategy].build(None)).copy(update={"checkpointer": mine})
+        yield other, graph, mine
+
+
 def test_a_saver_s_first_run_cannot_fork_the_thread_when_a_server_hands_it_over(database: str):
     """A server (Aegra, LangGraph's) copies the graph with its saver for each run. A saver's first
     run stores two checkpoints before any node runs: unless the copy installed the write check,
@@ -567,11 +582,7 @@ def test_a_saver_s_first_run_cannot_fork_the_thread_when_a_server_hands_it_over(
     context = make_context(load_settings())
     config = {"configurable": {"thread_id": "first-run"}}
     first, overtaking, overtaken = question(1, 1), question(2, 2), question(3, 3)
-    with open_checkpointer(database) as theirs, open_checkpointer(database) as mine:
-        other = STRATEGIES["react"].build(theirs)
-        ask(other, first, config, context)
-        built = STRATEGIES["react"].build(None)
-        graph = guard_copies(built).copy(update={"checkpointer": mine})  # as app/portable.py
+    with two_instances(database, "react", first, config) as (other, graph, mine):
         load_head = mine.get_tuple
 
         def overtaken_after_loading(read: Any) -> Any:
@@ -596,11 +607,7 @@ def test_a_run_refused_after_another_carried_its_answer_on_ends_answered(databas
     context = make_context(load_settings())
     config = {"configurable": {"thread_id": "carried"}}
     first, carried, carrying = question(1, 1), question(3, 3), question(2, 2)
-    with open_checkpointer(database) as theirs, open_checkpointer(database) as mine:
-        other = STRATEGIES["react"].build(theirs)
-        ask(other, first, config, context)
-        built = STRATEGIES["reflexion"].build(None)
-        graph = guard_copies(built).copy(update={"checkpointer": mine})  # as app/portable.py
+    with two_instances(database, "reflexion", first, config) as (other, graph, mine):
         store = mine.put
 
         def overtaken_once_answered(*put: Any) -> Any:
