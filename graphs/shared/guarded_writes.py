@@ -12,8 +12,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import AsyncGenerator, Iterator, Sequence
+from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph._internal._constants import CONFIG_KEY_RUNTIME  # in a run's config only
@@ -79,9 +79,13 @@ class GuardedCopies(CompiledStateGraph[Any, RunContext, Any, Any]):
             _ended_as_answered(refused)
 
     async def astream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        # Closed with this stream (a cancelled run), as a server closes LangGraph's own; typed an
+        # AsyncIterator, it is an async generator.
+        own = cast(AsyncGenerator[Any, None], super().astream(input, config, **kwargs))
         try:
-            async for chunk in super().astream(input, config, **kwargs):
-                yield chunk
+            async with contextlib.aclosing(own) as chunks:
+                async for chunk in chunks:
+                    yield chunk
         except ThreadChangedError as refused:
             turn = turn_config(refused)
             if turn is None or not await self._aanswered(turn, head_config(refused)):
