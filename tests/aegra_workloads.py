@@ -32,19 +32,26 @@ class Done:
 
 
 def shared_thread_workload(
-    clients: list[SyncLangGraphClient], thread_id: str, *, n_clients: int, runs_per_client: int
+    clients: list[SyncLangGraphClient],
+    thread_id: str,
+    *,
+    n_clients: int,
+    runs_per_client: int,
+    assistant: str = "waypoint",
+    look_first: bool = True,
 ) -> Done:
     """`n_clients` clients, each streaming `runs_per_client` turns to ONE thread, alternating the
     instances. A turn refused (409, or a run that ends in an error event such as the guard's
-    ThreadChangedError) is sent again, unless its answer is already on the thread: a run refused
-    at its last step, after another run had continued from its answer (docs/notes/aegrazero.md)."""
+    ThreadChangedError) is sent again; with `look_first`, not when its answer is already on the
+    thread (the client policy of docs/notes/aegrazero.md; without it, clients resend blindly)."""
     done = Done()
 
     def client_turns(k: int) -> None:
         for r in range(runs_per_client):
             number = 100 * (k + 1) + r
             client = clients[(k + r) % len(clients)]
-            if _send_until_accepted(client, thread_id, number, done):
+            sender = Sender(client, thread_id, assistant, look_first)
+            if sender.send_until_accepted(number, done):
                 with done.lock:
                     done.succeeded.append(question(number))
 
@@ -62,28 +69,39 @@ def answer(number: int) -> str:
     return f"{number} + 1 = {number + 1}"
 
 
-def _send_until_accepted(
-    client: SyncLangGraphClient, thread_id: str, number: int, done: Done
-) -> bool:
-    for attempt in range(MAX_ATTEMPTS):
-        try:
-            parts = list(client.runs.stream(thread_id, "waypoint", input=user(question(number))))
-        except ConflictError as exc:
-            failure = f"409: {exc}"
-        else:
-            errors = [p.data for p in parts if p.event == "error"]
-            if not errors:
+@dataclass
+class Sender:
+    """One client's way of sending a turn to the shared thread."""
+
+    client: SyncLangGraphClient
+    thread_id: str
+    assistant: str
+    look_first: bool  # look at the thread before sending a refused turn again
+
+    def send_until_accepted(self, number: int, done: Done) -> bool:
+        for attempt in range(MAX_ATTEMPTS):
+            failure = self._send(number)
+            if failure is None:
                 return True
-            failure = str(errors[0])[:300]
-        with done.lock:
-            done.retries += 1
-            done.failures.append(failure)
-        if answered(client, thread_id, number):
             with done.lock:
-                done.kept_though_refused += 1
-            return True
-        time.sleep(0.05 * (attempt + 1))  # backoff for a busy thread, not an ordering
-    return False
+                done.retries += 1
+                done.failures.append(failure)
+            if self.look_first and answered(self.client, self.thread_id, number):
+                with done.lock:
+                    done.kept_though_refused += 1
+                return True
+            time.sleep(0.05 * (attempt + 1))  # backoff for a busy thread, not an ordering
+        return False
+
+    def _send(self, number: int) -> str | None:
+        """Why the turn was refused, or None: its run succeeded."""
+        try:
+            turn = user(question(number))
+            parts = list(self.client.runs.stream(self.thread_id, self.assistant, input=turn))
+        except ConflictError as exc:
+            return f"409: {exc}"
+        errors = [p.data for p in parts if p.event == "error"]
+        return str(errors[0])[:300] if errors else None
 
 
 def answered(client: SyncLangGraphClient, thread_id: str, number: int) -> bool:

@@ -22,7 +22,7 @@ from tests.aegra_servers import (
     aegra_pair,
     unavailable,
 )
-from tests.aegra_workloads import linear_history, shared_thread_workload
+from tests.aegra_workloads import Done, linear_history, shared_thread_workload
 from tests.pg_server import Server
 from tests.sdk_scenario import answer, run_scenario, user
 from tests.test_langgraph_api import expected_outcome
@@ -168,15 +168,38 @@ def test_four_clients_on_one_thread_across_both_instances_lose_no_turn(aegra: Ae
     clients = [aegra.client(aegra.a), aegra.client(aegra.b)]
     tid = clients[0].threads.create()["thread_id"]
     done = shared_thread_workload(clients, tid, n_clients=4, runs_per_client=10)
-    kept = linear_history(clients[0], tid)
+    each_turn_kept_once(clients[0], tid, done, 40)
+
+
+def test_reflexion_clients_that_resend_every_refused_turn_get_each_answer_once(aegra: Aegra):
+    """Reflexion stores its answer, then evaluates it: a run refused at the evaluation, after
+    another run started from its answer, ends as answered (graphs/shared/carried_turns.py). So
+    clients that send every refused turn again, without looking at the thread, are answered once."""
+    clients = [aegra.client(aegra.a), aegra.client(aegra.b)]
+    tid = clients[0].threads.create()["thread_id"]
+    done = shared_thread_workload(
+        clients,
+        tid,
+        n_clients=4,
+        runs_per_client=5,
+        assistant="waypoint-reflexion",
+        look_first=False,
+    )
+    each_turn_kept_once(clients[0], tid, done, 20)
+
+
+def each_turn_kept_once(client: SyncLangGraphClient, tid: str, done: Done, turns: int) -> None:
+    """Every turn succeeded and is on the thread's one linear history, answered once, and no
+    checkpoint is off it."""
+    kept = linear_history(client, tid)
     lost = [question for question in done.succeeded if question not in kept.questions]
     twice = {answer: n for answer, n in kept.answers.items() if n > 1}
     print(
         f"shared thread: {len(done.succeeded)} turns succeeded, {len(lost)} lost, "
         f"{done.retries} retries, {done.kept_though_refused} refused but carried on"
     )
-    assert len(done.succeeded) == 40, done.failures
+    assert len(done.succeeded) == turns, done.failures
     if lost:
-        raise TurnsLostError(f"{len(lost)} of 40 turns lost: {lost}")
+        raise TurnsLostError(f"{len(lost)} of {turns} turns lost: {lost}")
     assert twice == {}, f"turns answered twice: {kept.said}"
     assert kept.off_history == [], "checkpoints off the linear history (a fork)"
