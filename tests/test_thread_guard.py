@@ -625,6 +625,30 @@ def test_a_run_refused_after_another_carried_its_answer_on_ends_answered(databas
         assert [m.content for m in messages].count("3 + 3 = 6") == 1
 
 
+def test_a_replay_refused_after_its_answer_fails_though_the_head_answers_that_question(
+    database: str,
+):
+    """A replay branches from a checkpoint: the head answers the same question (the original
+    turn), which says nothing of the branch. Refused, the replay fails as any refused run."""
+    config = {"configurable": {"thread_id": "replayed"}}
+    first, other_turn = question(1, 1), question(2, 2)
+    with two_instances(database, "reflexion", first, config) as (other, graph, mine):
+        [asked] = [h for h in other.get_state_history(config) if h.metadata["source"] == "input"]
+        store = mine.put
+
+        def overtaken_once_answered_again(*put: Any) -> Any:
+            stored = store(*put)
+            said = graph.get_state(stored).values["messages"]
+            if said and said[-1].content == "1 + 1 = 2":
+                mine.put = store
+                ask(other, other_turn, config, make_context(load_settings()))
+            return stored
+
+        mine.put = overtaken_once_answered_again
+        with pytest.raises(ThreadChangedError):
+            graph.invoke(None, asked.config, context=make_context(load_settings()))
+
+
 def test_an_async_run_refused_after_its_answer_was_carried_on_ends_answered(pg_url: str):
     """The same as Aegra runs a graph: `astream` on LangGraph's async PostgreSQL saver, one per
     instance."""

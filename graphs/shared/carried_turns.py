@@ -30,10 +30,12 @@ def answered_on_thread(turn: Sequence[AnyMessage], head: Sequence[AnyMessage]) -
     return False
 
 
-def turn_config(refused: ThreadChangedError) -> RunnableConfig | None:
-    """Where the refused run's turn was when it was refused (None: it was refused before it stored
-    its turn, which then cannot be on the thread)."""
-    if refused.turn_checkpoint is None:
+def turn_config(refused: ThreadChangedError, run: RunnableConfig | None) -> RunnableConfig | None:
+    """Where the refused run's turn was when it was refused; None when it cannot have been carried
+    on: refused before it stored its turn, or a run started from a checkpoint (a replay or a fork:
+    the head may answer the same question, but that is the original turn, not this branch)."""
+    started_at = ((run or {}).get("configurable") or {}).get("checkpoint_id")
+    if refused.turn_checkpoint is None or started_at:
         return None
     return _thread(refused.thread_id, refused.turn_checkpoint)
 

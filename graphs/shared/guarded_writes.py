@@ -73,7 +73,7 @@ class GuardedCopies(CompiledStateGraph[Any, RunContext, Any, Any]):
         try:
             yield from super().stream(input, config, **kwargs)
         except ThreadChangedError as refused:
-            turn = turn_config(refused)
+            turn = turn_config(refused, config)
             if turn is None or not self._answered(turn, head_config(refused)):
                 raise
             _ended_as_answered(refused)
@@ -87,7 +87,7 @@ class GuardedCopies(CompiledStateGraph[Any, RunContext, Any, Any]):
                 async for chunk in chunks:
                     yield chunk
         except ThreadChangedError as refused:
-            turn = turn_config(refused)
+            turn = turn_config(refused, config)
             if turn is None or not await self._aanswered(turn, head_config(refused)):
                 raise
             _ended_as_answered(refused)
