@@ -7,6 +7,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
+import orjson
 from fastapi import Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
@@ -31,6 +32,18 @@ from app.server.standard.runs import (
 SSE_RESPONSE: dict[int | str, dict[str, Any]] = {
     200: {"content": {"text/event-stream": {}}, "description": "Server-Sent Events"}
 }
+
+
+class ValuesResponse(JSONResponse):
+    """A run's values (JSON data already) as a JSON answer, written by orjson: the whole thread
+    state, ~10x faster than `json.dumps` (which was ~8 % of serve's CPU at 8 clients). What orjson
+    refuses (an integer over 64 bits) is written by `json.dumps` as before."""
+
+    def render(self, content: Any) -> bytes:
+        try:
+            return orjson.dumps(content)
+        except orjson.JSONEncodeError:
+            return super().render(content)
 
 
 def runs_of(request: Request) -> Runs:
@@ -86,7 +99,7 @@ def recorded_outcome(settings: Settings, record: RunRecord) -> JSONResponse:
     values = record_values(settings, record)
     if values is None:
         raise NotFoundError(f"run {record.run_id} ended without a state (status {record.status})")
-    return JSONResponse(values)
+    return ValuesResponse(values)
 
 
 def record_sse(runs: Runs, record: RunRecord) -> StreamingResponse:
@@ -120,9 +133,10 @@ def record_sse(runs: Runs, record: RunRecord) -> StreamingResponse:
 
 def outcome(run: Run) -> JSONResponse:
     """The run's final values or its error. The values are JSON data already: returned as a
-    response, FastAPI does not walk the whole state again (`jsonable_encoder`, ~10 % of serve's CPU)."""
+    response, FastAPI does not walk the whole state again (`jsonable_encoder`, ~10 % of serve's CPU).
+    """
     if run.error is not None:
         return JSONResponse({"__error__": error_event(run.error)}, status_code=200)
     if run.values is None:
         raise NotFoundError(f"run {run.run_id} ended without a state (status {run.status})")
-    return JSONResponse(run.values)
+    return ValuesResponse(run.values)
