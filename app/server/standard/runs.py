@@ -675,6 +675,7 @@ def _work(
     """Run it (or carry on a run taken over from a server that died): its status, events and end
     go to its record and its listeners."""
     gate = runs.gate(run.thread_id)
+    final: tuple[Any, str | None] | None = None
     run.publish("metadata", {"run_id": run.run_id, "attempt": 1 if takeover is None else 2})
     try:
         runs.wait_for_earlier(run)
@@ -699,6 +700,7 @@ def _work(
                         from_the_start()
                     else:
                         takeover(runtime, client_session, sink, from_the_start)
+                final = _head_values(session, run.dumps)
         run.set_status("success")
     except TurnInterrupted:
         run.set_status("interrupted")
@@ -716,11 +718,17 @@ def _work(
     except Exception as exc:  # a bug: logged with its traceback, reported without it
         log.exception("run %s on thread %s failed", run.run_id, run.thread_id)
         _fail(run, AppError(f"internal error: {type(exc).__name__}; see the server log"))
-    _end(settings, runs, run)
+    _end(settings, runs, run, final)
 
 
-def _end(settings: Settings, runs: Runs, run: Run) -> None:
-    run.values, run.output_checkpoint = _final_values(settings, run.thread_id, run.dumps)
+def _end(
+    settings: Settings, runs: Runs, run: Run, final: tuple[Any, str | None] | None = None
+) -> None:
+    """The run ends with `final` (its values and head checkpoint) when it ran to its end, else
+    with what it left on the thread, read back."""
+    if final is None:
+        final = _final_values(settings, run.thread_id, run.dumps)
+    run.values, run.output_checkpoint = final
     try:
         runs.finish(run)
     except AppError as exc:  # the database went away: its lease runs out, another server looks
@@ -728,6 +736,19 @@ def _end(settings: Settings, runs: Runs, run: Run) -> None:
     run.done.set()
     run.publish(END, None)
     runs.tidy_when_idle()
+
+
+def _head_values(session: ChatSession, dumps: MessageDumps) -> tuple[Any, str | None] | None:
+    """The values of a run that ran to its end, from the head its session holds: the state its
+    last streamed checkpoint carried, trusted only while that checkpoint is still the thread's
+    head (one read of the head's id; a turn's outcome written after the stream moves it, and the
+    head is loaded again). Read while the run holds the thread: no other run moves it meanwhile.
+    Saves rebuilding the head from the stored message writes (~5 % of serve's CPU)."""
+    try:
+        head = session.head.load()
+    except AppError:
+        return None  # read back at the run's end, as for a run that failed
+    return jsonable(head.values, dumps), head.config["configurable"].get("checkpoint_id")
 
 
 def _final_values(
