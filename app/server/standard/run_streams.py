@@ -27,6 +27,7 @@ from app.server.standard.runs import (
     record_values,
     start_run,
     stream_events,
+    until_set,
 )
 
 SSE_RESPONSE: dict[int | str, dict[str, Any]] = {
@@ -85,7 +86,7 @@ async def ended(runs: Runs, thread_id: str, run_id: str) -> AnyRun:
     while True:
         run = await asyncio.to_thread(runs.get, thread_id, run_id)
         if isinstance(run, Run):
-            await asyncio.to_thread(run.done.wait)
+            await until_set(run, run.done)
             return run
         if not run.active:
             return run

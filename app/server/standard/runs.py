@@ -1082,10 +1082,35 @@ async def stream_events(run: Run, *, cancel_on_disconnect: bool) -> AsyncIterato
             run.stop.set()
 
 
+async def until_set(run: Run, flag: threading.Event) -> None:
+    """Until `flag` of the run (`done`, `answered`) is set, holding no thread meanwhile: a thread
+    blocked per waiting client came from the event loop's few (min(32, cores + 4): 6 on 2 cores),
+    so 8 waiting clients queued the next runs' start behind them. Each flag is set before an event
+    is published (`answered` by it, `done` before END): the run's listener sees it set."""
+    loop = asyncio.get_running_loop()
+    woken = loop.create_future()
+
+    def wake() -> None:
+        if not woken.done():
+            woken.set_result(None)
+
+    def listen(_item: tuple[str, Any]) -> None:
+        if flag.is_set():
+            with contextlib.suppress(RuntimeError):  # the loop closed: nobody is waiting
+                loop.call_soon_threadsafe(wake)
+
+    run.subscribe(listen)
+    try:
+        if not flag.is_set():
+            await woken
+    finally:
+        run.unsubscribe(listen)
+
+
 async def first_problem(run: Run) -> AppError | None:
     """Wait until the run has produced something besides its metadata (or ended); the error it
     ended with before producing anything, so a route can answer it as a plain HTTP error."""
-    await asyncio.to_thread(run.answered.wait)
+    await until_set(run, run.answered)
     has_output = any(name not in ("metadata", "error", END) for name, _ in run.kept_events())
     return run.error if run.error is not None and not has_output else None
 
