@@ -90,6 +90,8 @@ StreamMode = Literal[
     "checkpoints",
 ]
 DEFAULT_MODES: tuple[StreamMode, ...] = ("values",)
+# The stream modes the model's tokens feed
+TOKEN_MODES = frozenset({"messages", "messages-tuple", "events"})
 SUPPORTED_MODES: tuple[str, ...] = get_args(StreamMode)
 COMMAND_FIELDS = ("update", "goto", "resume", "graph")
 END = "__end__"
@@ -928,6 +930,9 @@ class StandardSink:
         self.run, self.modes, self.subgraphs = run, set(modes), subgraphs
         self.final_event = final_event
         self.graph_modes = self.modes & GRAPH_MODES
+        # The model's tokens only for a client that reads them: streaming them to nobody was ~10 %
+        # of serve's CPU. A run stopped mid-answer then keeps no partial answer (nobody saw one).
+        self.wants_tokens = bool(self.modes & TOKEN_MODES)
         self._partial: list[str] = []
         self._messages: dict[str, BaseMessage] = {}  # for `messages`: each message so far, by id
         self._values: Any = None  # the last state, the `events` run's output
