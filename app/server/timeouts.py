@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
+
+P = TypeVar("P")
 
 
 def timed_protocol(request_timeout: float) -> type[Any]:
@@ -22,63 +25,44 @@ def timed_protocol(request_timeout: float) -> type[Any]:
     return timed_h11_protocol(request_timeout)
 
 
-class _RequestTimer:
-    """Arms, re-arms and disarms one connection's timer; `expired` runs when it fires."""
-
-    def __init__(self) -> None:
-        self._handle: asyncio.TimerHandle | None = None
-
-    def arm(self, loop: asyncio.AbstractEventLoop, seconds: float, expired: Any) -> None:
-        self.disarm()
-        self._handle = loop.call_later(seconds, expired)
-
-    def disarm(self) -> None:
-        if self._handle is not None:
-            self._handle.cancel()
-            self._handle = None
-
-
 def timed_h11_protocol(request_timeout: float) -> type[H11Protocol]:
     """uvicorn's h11 protocol with the request timeout (see `timed_protocol`)."""
-
-    class TimedH11Protocol(H11Protocol):
-        def connection_made(self, transport: asyncio.BaseTransport) -> None:
-            # uvicorn types it asyncio.Transport; the event loop hands this protocol one
-            super().connection_made(transport)  # type: ignore[arg-type]
-            self._request_timer = _RequestTimer()
-            self._arm()
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            self._request_timer.disarm()
-            super().connection_lost(exc)
-
-        def on_response_complete(self) -> None:
-            super().on_response_complete()
-            self._arm()
-
-        def _arm(self) -> None:
-            self._request_timer.arm(self.loop, request_timeout, self._close_if_incomplete)
-
-        def _close_if_incomplete(self) -> None:
-            waiting = self.conn.their_state in (h11.IDLE, h11.SEND_BODY)
-            if waiting and not self.transport.is_closing():
-                self.transport.close()
-
-    return TimedH11Protocol
+    return _timed(H11Protocol, request_timeout, _h11_waiting)
 
 
 def timed_httptools_protocol(request_timeout: float) -> type[Any]:
     """uvicorn's httptools protocol with the request timeout (see `timed_protocol`)."""
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-    class TimedHttpToolsProtocol(HttpToolsProtocol):
+    return _timed(HttpToolsProtocol, request_timeout, _httptools_waiting)
+
+
+def _h11_waiting(protocol: Any) -> bool:
+    """No request has arrived whole since the last response (or its body is still coming)."""
+    return protocol.conn.their_state in (h11.IDLE, h11.SEND_BODY)
+
+
+def _httptools_waiting(protocol: Any) -> bool:
+    """No request has arrived whole and waits for its answer (nor one queued behind it)."""
+    cycle = protocol.cycle
+    answering = cycle is not None and not cycle.more_body and not cycle.response_complete
+    return not answering and not protocol.pipeline
+
+
+def _timed(base: type[P], request_timeout: float, waiting: Callable[[Any], bool]) -> type[P]:
+    """`base` closing a connection still `waiting` for its request `request_timeout` seconds
+    after the connection opened or the last response."""
+
+    class Timed(base):  # type: ignore[valid-type,misc]
+        _request_timer: asyncio.TimerHandle | None = None
+
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
-            super().connection_made(transport)  # type: ignore[arg-type]
-            self._request_timer = _RequestTimer()
+            # uvicorn types it asyncio.Transport; the event loop hands this protocol one
+            super().connection_made(transport)
             self._arm()
 
         def connection_lost(self, exc: Exception | None) -> None:
-            self._request_timer.disarm()
+            self._disarm()
             super().connection_lost(exc)
 
         def on_response_complete(self) -> None:
@@ -86,16 +70,17 @@ def timed_httptools_protocol(request_timeout: float) -> type[Any]:
             self._arm()
 
         def _arm(self) -> None:
-            self._request_timer.arm(self.loop, request_timeout, self._close_if_incomplete)
+            self._disarm()
+            self._request_timer = self.loop.call_later(request_timeout, self._close_if_waiting)
 
-        def _close_if_incomplete(self) -> None:
-            if not self._handling_a_request() and not self.transport.is_closing():
+        def _disarm(self) -> None:
+            if self._request_timer is not None:
+                self._request_timer.cancel()
+                self._request_timer = None
+
+        def _close_if_waiting(self) -> None:
+            if waiting(self) and not self.transport.is_closing():
                 self.transport.close()
 
-        def _handling_a_request(self) -> bool:
-            """A request arrived whole and is not answered yet (or one waits behind it)."""
-            cycle = self.cycle
-            whole = cycle is not None and not cycle.more_body and not cycle.response_complete
-            return whole or bool(self.pipeline)
-
-    return TimedHttpToolsProtocol
+    Timed.__name__ = Timed.__qualname__ = f"Timed{base.__name__}"
+    return Timed
