@@ -18,8 +18,8 @@ P = TypeVar("P")
 def timed_protocol(request_timeout: float) -> type[Any]:
     """uvicorn's HTTP protocol closing a connection whose next request (headers and body) has not
     fully arrived `request_timeout` seconds after the connection opened or the last response: the
-    httptools one (llhttp, in C: ~5 % of serve's CPU less than h11's parser in pure Python) when
-    httptools is installed, else the h11 one."""
+    httptools one (its parser, llhttp, in C; h11's is pure Python) when httptools is installed,
+    else the h11 one."""
     if importlib.util.find_spec("httptools") is not None:
         return timed_httptools_protocol(request_timeout)
     return timed_h11_protocol(request_timeout)
