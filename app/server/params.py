@@ -9,7 +9,8 @@ from fastapi import Depends
 from app.store import validate_thread_id
 
 
-def _thread(thread_id: str) -> str:
+async def _thread(thread_id: str) -> str:
+    # async: FastAPI runs a plain function dependency in a worker thread, a hop per request
     return validate_thread_id(thread_id)
 
 

@@ -90,6 +90,7 @@ class TurnRun:
             stop=thread.stop,
             values=getattr(self.sink, "wants_values", False),
             graph_modes=graph_modes,
+            tokens=getattr(self.sink, "wants_tokens", True),
             **{**self.options, **options},
         )
         try:

@@ -75,11 +75,14 @@ def stream_in_worker(
     *,
     values: bool = False,
     graph_modes: Collection[StreamMode] = (),
+    tokens: bool = True,
     **options: Any,
 ) -> Generator[tuple[str, Any, tuple[str, ...]], None, None]:
     """(mode, payload, namespace) events of one run: the renderers' modes (with `values`, the whole
     state after each step too; with `graph_modes`, those of LangGraph's modes) plus the thread's
-    own checkpoints.
+    own checkpoints. Without `tokens`, no `messages` mode: nobody reads the model's tokens, and a
+    model that streams only when its tokens are listened to (LangChain's default) is called
+    unstreamed, as LangGraph's server does for a run that did not ask for messages.
     Setting `stop` (from another thread) ends the run at the step in progress: the worker is waited
     for, so nothing of the run is written after RunCancelled is raised. Closing the stream (the
     consumer's Ctrl-C) does not wait for the worker, but nothing of the run is written after it."""
@@ -87,7 +90,8 @@ def stream_in_worker(
     cancelled = threading.Event()
     fence = Fence()
     whole_state: list[StreamMode] = ["values"] if values else []
-    modes: list[StreamMode] = [*STREAM_MODES, *whole_state, CHECKPOINTS_MODE]
+    renderers = STREAM_MODES if tokens else [mode for mode in STREAM_MODES if mode != "messages"]
+    modes: list[StreamMode] = [*renderers, *whole_state, CHECKPOINTS_MODE]
     modes += [mode for mode in graph_modes if mode not in modes]
 
     def produce() -> None:

@@ -16,7 +16,7 @@ from fastapi.responses import StreamingResponse
 
 from app.errors import NotFoundError
 from app.server.standard.run_streams import SSE_RESPONSE, outcome, run_events, runs_of
-from app.server.standard.runs import Run, RunRequest, start_run
+from app.server.standard.runs import Run, RunRequest, start_run, until_set
 from app.server.users import Caller, CurrentUser, owned_metadata, server_database
 from app.service import api
 
@@ -40,7 +40,7 @@ async def stream_stateless(
 async def wait_stateless(request: Request, caller: CurrentUser, body: RunRequest):
     """A run on a new thread of its own, answered with its values."""
     run, cleanup = await start_stateless(request, caller, body, awaited=True)
-    await asyncio.to_thread(run.done.wait)
+    await until_set(run, run.done)
     await asyncio.to_thread(cleanup)
     return outcome(run)
 

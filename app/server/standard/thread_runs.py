@@ -25,7 +25,7 @@ from app.server.standard.run_streams import (
     runs_of,
     streamed_run,
 )
-from app.server.standard.runs import AnyRun, Run, RunRequest, start_run, stop_run
+from app.server.standard.runs import AnyRun, Run, RunRequest, start_run, stop_run, until_set
 from app.server.users import (
     Caller,
     CurrentUser,
@@ -49,6 +49,8 @@ class CancelMany(BaseModel):
 
 async def _claimed(settings: Settings, caller: Caller, thread_id: str, body: RunRequest) -> None:
     """A new run's thread must be the caller's (or, with "if_not_exists": "create", be made so)."""
+    if not caller.scoped:
+        return  # one user sees every thread: nothing to claim (and no thread to take for it)
     await asyncio.to_thread(claim_thread, settings, caller, thread_id, body.if_not_exists)
 
 
@@ -69,7 +71,7 @@ async def wait_run(  # no return hint: FastAPI would take it for the response mo
     settings = request.app.state.settings
     await _claimed(settings, caller, thread_id, body)
     run = await asyncio.to_thread(start_run, settings, runs_of(request), thread_id, body)
-    await asyncio.to_thread(run.done.wait)
+    await until_set(run, run.done)
     return outcome(run)
 
 
