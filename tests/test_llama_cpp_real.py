@@ -224,6 +224,8 @@ def test_a_thread_past_the_window_keeps_answering_and_learns_the_window_once(
 
     figures = [(t.code, round(t.seconds, 1), t.statuses) for t in turns]
     print("turns (exit, seconds, statuses):", json.dumps(figures))
+    for number, failed in ((n, t) for n, t in enumerate(turns, 1) if t.code):
+        print(f"--- turn {number} exited {failed.code}:\n{failed.err[-1500:]}")
     stderr = " ".join(" ".join(t.err for t in turns).split())
     assert "older turns were summarised" in stderr, stderr[-3000:]
     assert "Check that the model endpoint is up" not in stderr
