@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from graphs.shared.summarize import SUMMARIZE_INSTRUCTION
-from tests.openai_server import OpenAIServer, Recorded, Reply, raw, sse, text
+from tests.openai_server import OpenAIServer, Recorded, Reply, broken_stream, raw, sse, text
 
 
 def _json(status: int, body: dict) -> Reply:
@@ -206,7 +206,8 @@ def chatml_escaped_tokens(body: Any) -> int:
 
 class WindowedServer(OpenAIServer):
     """An OpenAIServer with a context window: a request longer than `window` tokens (as `count`
-    counts them) gets `overflow(prompt_tokens, window)` (the scripted reply stays queued), and a
+    counts them) gets `overflow(prompt_tokens, window)` (the scripted reply stays queued; with
+    `breaks_streams`, a streamed one gets a broken-off empty stream instead), and a
     summarisation request that fits is answered with `summary` (so the script holds only the
     answers to user turns)."""
 
@@ -216,10 +217,12 @@ class WindowedServer(OpenAIServer):
         overflow: Callable[[int, int], Reply],
         summary: str = "Summary: the user sent long notes about their garden and got answers.",
         count: Callable[[Any], int] = request_tokens,
+        breaks_streams: bool = False,
     ) -> None:
         super().__init__()
         self.window, self.overflow, self.summary = window, overflow, summary
         self.count = count
+        self.breaks_streams = breaks_streams
 
     @property
     def overflows(self) -> list[Recorded]:
@@ -234,7 +237,10 @@ class WindowedServer(OpenAIServer):
         messages = (
             recorded["body"].get("messages", []) if isinstance(recorded["body"], dict) else []
         )
-        if tokens > self.window:
+        streamed = isinstance(recorded["body"], dict) and bool(recorded["body"].get("stream"))
+        if tokens > self.window and streamed and self.breaks_streams:
+            reply, outcome = broken_stream(), "overflow_in_stream"
+        elif tokens > self.window:
             reply, outcome = self.overflow(tokens, self.window), "overflow"
         elif messages and str(messages[0].get("content")).startswith(SUMMARIZE_INSTRUCTION):
             reply, outcome = text(self.summary), "summary"

@@ -185,11 +185,15 @@ def test_a_server_that_counts_more_than_waypoint_is_not_overflowed_after_it_said
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """llama-cpp-python's chatml-function-calling format HTML-escapes the ReAct prompt's JSON, so
-    the server counts ~1.5x Waypoint's estimate of a request. Before, later turns kept sending
-    prompts that fitted by Waypoint's count only (4 of 9 turns on the real model)."""
+    the server counts ~1.5x Waypoint's estimate of a request; it refuses a streamed prompt that
+    does not fit by breaking the stream off and dropping the connection, and states its count
+    when asked again unstreamed. Before, later turns kept sending prompts that fitted by
+    Waypoint's count only (3 of 12 turns here, 4 of 9 on the real model); and before the
+    unstreamed retry skipped the dropped connection (477116e), every turn after the first overflow
+    failed at once (exit 1 in 0.2 s on the real model: four 'Connection error's, no summary)."""
     monkeypatch.setenv("APP_MAX_OUTPUT_TOKENS", "256")
     with WindowedServer(
-        WINDOW, llama_cpp_python_refusal, count=servers.chatml_escaped_tokens
+        WINDOW, llama_cpp_python_refusal, count=servers.chatml_escaped_tokens, breaks_streams=True
     ) as server:
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
         outcomes = []
