@@ -26,7 +26,7 @@ JOIN_TIMEOUT = 5.0
 class Reply:
     """One scripted response. Build it with the helpers below, not directly."""
 
-    kind: str  # message | error | raw | empty_choices | hang | sse | pings
+    kind: str  # message | error | raw | empty_choices | hang | sse | pings | broken_stream
     content: str = ""
     tool_calls: tuple[tuple[str, str, str], ...] = ()  # (id, name, arguments JSON text)
     finish_reason: str | None = None
@@ -120,6 +120,12 @@ def pings(seconds: float = 60.0, every: float = 0.2) -> Reply:
 def slow_text(content: str, every: float, chunks: int) -> Reply:
     """`text` streamed as `chunks` deltas with `every` seconds before each (a slow model)."""
     return Reply("message", content=content, finish_reason="stop", chunks=chunks, every=every)
+
+
+def broken_stream() -> Reply:
+    """Streamed: a 200 whose stream ends without a chunk, on a connection the server then drops
+    (llama-cpp-python when the prompt does not fit: the error is raised inside its stream)."""
+    return Reply("broken_stream")
 
 
 def hang(seconds: float = 30.0) -> Reply:
@@ -364,6 +370,10 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if reply.kind == "pings":
             self._ping(reply)
+            return
+        if reply.kind == "broken_stream":
+            self._send_stream_keeping_the_connection([])  # not even [DONE]
+            self.drop_next_request = True
             return
         if reply.kind in {"error", "raw", "sse"}:
             self._send(reply.status, reply.body, reply.content_type, reply.headers)

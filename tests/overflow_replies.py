@@ -17,12 +17,14 @@ Shapes taken from the servers' sources and from reports of real responses:
 
 from __future__ import annotations
 
+import html
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
 from graphs.shared.summarize import SUMMARIZE_INSTRUCTION
-from tests.openai_server import OpenAIServer, Recorded, Reply, raw, sse, text
+from tests.openai_server import OpenAIServer, Recorded, Reply, broken_stream, raw, sse, text
 
 
 def _json(status: int, body: dict) -> Reply:
@@ -183,19 +185,44 @@ def request_tokens(body: Any) -> int:
     return int(len(json.dumps(sent, ensure_ascii=False)) / CHARS_PER_TOKEN)
 
 
+ENTITY = re.compile(r"&#?\w+;")
+TOKENS_PER_ENTITY = 4  # "&#34;" is four of SmolLM2's tokens or more
+
+
+def chatml_escaped_tokens(body: Any) -> int:
+    """What llama-cpp-python's `chatml-function-calling` format counts: its template HTML-escapes
+    every message (a quote becomes `&#34;`), so JSON schemas in a ReAct prompt cost ~2.3x
+    Waypoint's estimate and prose ~0.9x (measured with SmolLM2's tokenizer: 2,533 tokens for a
+    ReAct system prompt Waypoint counts as 1,101; 204 for a paragraph it counts as 230)."""
+    messages = body.get("messages", []) if isinstance(body, dict) else []
+    rendered = "".join(
+        f"<|im_start|>{m.get('role')}\n{html.escape(str(m.get('content') or ''))}<|im_end|>\n"
+        for m in messages
+        if isinstance(m, dict)
+    )
+    entities = len(ENTITY.findall(rendered))
+    return int(len(rendered) / 4.4) + TOKENS_PER_ENTITY * entities
+
+
 class WindowedServer(OpenAIServer):
-    """An OpenAIServer with a context window: a request longer than `window` tokens gets
-    `overflow(prompt_tokens, window)` (the scripted reply stays queued), and a summarisation request
-    that fits is answered with `summary` (so the script holds only the answers to user turns)."""
+    """An OpenAIServer with a context window: a request longer than `window` tokens (as `count`
+    counts them) gets `overflow(prompt_tokens, window)` (the scripted reply stays queued; with
+    `breaks_streams`, a streamed one gets a broken-off empty stream instead), and a
+    summarisation request that fits is answered with `summary` (so the script holds only the
+    answers to user turns)."""
 
     def __init__(
         self,
         window: int,
         overflow: Callable[[int, int], Reply],
         summary: str = "Summary: the user sent long notes about their garden and got answers.",
+        count: Callable[[Any], int] = request_tokens,
+        breaks_streams: bool = False,
     ) -> None:
         super().__init__()
         self.window, self.overflow, self.summary = window, overflow, summary
+        self.count = count
+        self.breaks_streams = breaks_streams
 
     @property
     def overflows(self) -> list[Recorded]:
@@ -206,11 +233,14 @@ class WindowedServer(OpenAIServer):
         return [r for r in self.requests if r.outcome == "summary"]
 
     def _next(self, recorded: dict) -> Reply | None:
-        tokens = request_tokens(recorded["body"])
+        tokens = self.count(recorded["body"])
         messages = (
             recorded["body"].get("messages", []) if isinstance(recorded["body"], dict) else []
         )
-        if tokens > self.window:
+        streamed = isinstance(recorded["body"], dict) and bool(recorded["body"].get("stream"))
+        if tokens > self.window and streamed and self.breaks_streams:
+            reply, outcome = broken_stream(), "overflow_in_stream"
+        elif tokens > self.window:
             reply, outcome = self.overflow(tokens, self.window), "overflow"
         elif messages and str(messages[0].get("content")).startswith(SUMMARIZE_INSTRUCTION):
             reply, outcome = text(self.summary), "summary"

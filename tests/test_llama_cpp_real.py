@@ -52,9 +52,12 @@ BUSY_TOKENS = 3000  # what another client asks for while the ping-only turn wait
 SMALL_MODEL_NATIVE_CALLS = pytest.mark.xfail(
     strict=False, reason="SmolLM2-135M's native tool arguments do not parse"
 )
-# Turns after the first overflow still sent prompts the server refused (4 of 9 turns).
+# Turns after the first overflow still sent prompts the server refused (4 of 9 turns): fixed, the
+# margin is learned from the server's count (tests/test_window_kept.py pins it). Not yet seen
+# passing end to end: at load 8-13 the run hit its 40-minute timeout in turn 7 of 9, with one
+# refused prompt (turn 3) and none after it (docs/notes/window.md). Make it strict once it passes.
 WINDOW_RELEARNED = pytest.mark.xfail(
-    strict=False, reason="later turns still overflow the learned window on this model"
+    strict=False, reason="not yet seen passing end to end on this loaded machine (too slow)"
 )
 
 pytestmark = [
@@ -224,6 +227,8 @@ def test_a_thread_past_the_window_keeps_answering_and_learns_the_window_once(
 
     figures = [(t.code, round(t.seconds, 1), t.statuses) for t in turns]
     print("turns (exit, seconds, statuses):", json.dumps(figures))
+    for number, failed in ((n, t) for n, t in enumerate(turns, 1) if t.code):
+        print(f"--- turn {number} exited {failed.code}:\n{failed.err[-1500:]}")
     stderr = " ".join(" ".join(t.err for t in turns).split())
     assert "older turns were summarised" in stderr, stderr[-3000:]
     assert "Check that the model endpoint is up" not in stderr

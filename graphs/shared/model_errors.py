@@ -45,6 +45,17 @@ WINDOW_PATTERNS = (
     re.compile(r"model's context length \((\d+) tokens\)", re.IGNORECASE),
     re.compile(r"model's window: (\d[\d,]*) tokens", re.IGNORECASE),
 )
+# How many tokens the server counted in the refused prompt, in the same wordings: set against
+# Waypoint's estimate of that prompt, it says how far the estimate undercounts this server.
+PROMPT_PATTERNS = (
+    re.compile(r"\((\d[\d,]*) in the messages", re.IGNORECASE),  # llama-cpp-python, vLLM (old)
+    re.compile(r"request has (\d[\d,]*) input tokens", re.IGNORECASE),  # vLLM
+    re.compile(r"messages resulted in (\d[\d,]*) tokens", re.IGNORECASE),  # OpenAI
+    re.compile(r"request \((\d+) tokens\) exceeds", re.IGNORECASE),  # llama-server
+    re.compile(r"\bn_prompt_tokens\b[\"']?\s*[:=]\s*(\d+)"),  # llama-server's body
+    re.compile(r"Requested tokens \((\d+)\)"),  # llama-cpp-python's own wording
+    re.compile(r"the server counted (\d[\d,]*) tokens", re.IGNORECASE),  # ours, below
+)
 EMPTY_STREAM = "No generations found in stream"
 MASKED = re.compile(r"\*{5,}")
 # An empty stream is an overflow when the prompt was at least this long: older llama-server builds
@@ -61,16 +72,9 @@ def classify_model_error(exc: BaseException) -> LastError:
     if (known := self_classified(exc)) is not None:
         return known
     if _is_context_overflow(exc):
-        window = window_from_error(exc)
-        # Stated so that window_from_text reads it back from the message (the summarize node and
-        # the summariser's chunks learn the window from it); the detail may be cut short.
-        stated = (
-            f" (the model's window: {window} tokens)"
-            if window and window_from_text(detail) != window
-            else ""
-        )
         return _error(
-            "context_overflow", f"the conversation is too long for the model: {detail}{stated}"
+            "context_overflow",
+            f"the conversation is too long for the model: {detail}{_counts_restated(exc, detail)}",
         )
     if status is not None:
         if status in TRANSIENT_STATUS or status >= 500:
@@ -115,10 +119,33 @@ def window_from_error(exc: BaseException) -> int | None:
 
 
 def window_from_text(text: str) -> int | None:
-    for pattern in WINDOW_PATTERNS:
+    return _first_number(WINDOW_PATTERNS, text)
+
+
+def prompt_count_from_text(text: str) -> int | None:
+    """The refused prompt's size by the server's own count, when its error says it."""
+    return _first_number(PROMPT_PATTERNS, text)
+
+
+def _first_number(patterns: tuple[re.Pattern[str], ...], text: str) -> int | None:
+    for pattern in patterns:
         if match := pattern.search(text):
             return int(match.group(1).replace(",", "")) or None
     return None
+
+
+def _counts_restated(exc: BaseException, detail: str) -> str:
+    """The window and the prompt's size the error states (in its message or its JSON body),
+    restated so that the *_from_text readers find them in the message (the summarize node and
+    the summariser's chunks learn from it); the detail may be cut short."""
+    everything = f"{exc} {_body_text(exc)}"
+    window, counted = window_from_text(everything), prompt_count_from_text(everything)
+    stated = ""
+    if window and window_from_text(detail) != window:
+        stated += f" (the model's window: {window} tokens)"
+    if counted and prompt_count_from_text(detail) != counted:
+        stated += f" (the server counted {counted} tokens in the prompt)"
+    return stated
 
 
 def _error(kind: ErrorKind, message: str, retry_after: float | None = None) -> LastError:

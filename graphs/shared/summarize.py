@@ -24,7 +24,7 @@ from langgraph.runtime import Runtime
 from graphs.shared.live import context_of
 from graphs.shared.messages import for_model, new_message_id
 from graphs.shared.model_call import call_model
-from graphs.shared.model_errors import window_from_text
+from graphs.shared.model_errors import prompt_count_from_text, window_from_text
 from graphs.shared.requests import asking
 from graphs.shared.tokens import message_tokens
 from graphs.shared.window import SAFETY_MARGIN, ContextWindow, context_budget, prompt_tokens
@@ -256,8 +256,11 @@ def summarize(state: AgentState, runtime: Runtime[AgentContext]) -> dict:
     overflow = error is not None and error["kind"] == "context_overflow"
     window = context.window if context.window is not None else ContextWindow()
     if overflow and error is not None:
-        stated = window_from_text(error["message"])
-        window.learn_from_overflow(stated, prompt_tokens(state["messages"], context))
+        stated, counted = (
+            window_from_text(error["message"]),
+            prompt_count_from_text(error["message"]),
+        )
+        window.learn_from_overflow(stated, prompt_tokens(state["messages"], context), counted)
     budget = context_budget(context, window)
     older, recent = shrinkable_split(state["messages"], context, budget)
     cap = summary_cap_tokens(budget) if budget else None

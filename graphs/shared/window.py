@@ -47,29 +47,46 @@ class ContextWindow:
     )
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
-    def learn_from_overflow(self, stated: int | None, prompt_tokens: int) -> None:
+    def learn_from_overflow(
+        self, stated: int | None, prompt_tokens: int, counted: int | None = None
+    ) -> None:
         """An overflow happened: take the window the server stated, or guess one below the prompt
-        that did not fit. When the count said the prompt fitted the known window, the counts
-        undercount this server's tokenizer: widen the margin instead."""
+        that did not fit. `counted`, the server's own count of that prompt, says how far Waypoint's
+        estimate (`prompt_tokens`) undercounts this server: the margin takes it in, so a later
+        prompt fits by the server's count. Without it, when the estimate said the prompt fitted
+        the known window, the margin is only narrowed a step."""
         with self._lock:
-            known = self.tokens
-            if known is not None and self.exact and prompt_tokens <= known * self.margin:
-                self.margin = max(MIN_MARGIN, self.margin * 0.8)
+            known, was_exact = self.tokens, self.exact
             if stated:
                 self.tokens, self.source, self.exact = stated, "stated by the endpoint", True
             elif known is None or (not self.exact and prompt_tokens * GUESS_SHARE < known):
                 self.tokens = max(256, int(prompt_tokens * GUESS_SHARE))
                 self.source = "estimated from a prompt that did not fit"
+            if counted and prompt_tokens > 0:
+                self.margin = max(
+                    MIN_MARGIN, min(self.margin, SAFETY_MARGIN * prompt_tokens / counted)
+                )
+            elif known is not None and was_exact and prompt_tokens <= known * self.margin:
+                self.margin = max(MIN_MARGIN, self.margin * 0.8)
             self.proven = True
         if self.on_learn is not None:
             self.on_learn(self)
+
+    def counts_more(self) -> float | None:
+        """How many of the server's tokens one of Waypoint's estimate has proven to be, when more
+        than one (the margin learned from an overflow the server counted)."""
+        if self.margin >= SAFETY_MARGIN:
+            return None
+        return SAFETY_MARGIN / self.margin
 
     def describe(self) -> str:
         if self.tokens is None:
             return "unknown"
         bound = "" if self.exact else "at most "
         when = f", learned {self.learned_at}" if self.learned_at else ""
-        return f"{bound}{self.tokens:,} tokens ({self.source}{when})"
+        ratio = self.counts_more()
+        counts = f"; it counts ~{ratio:.1f}x Waypoint's estimate" if ratio else ""
+        return f"{bound}{self.tokens:,} tokens ({self.source}{counts}{when})"
 
 
 class WindowContext(Protocol):
