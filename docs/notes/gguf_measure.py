@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from datetime import datetime
 from pathlib import Path
 
@@ -154,17 +155,45 @@ def chat(db: Path, base_url: str, *args: str) -> tuple[int, float, str]:
 
 
 def measure_budget(base_url: str, turns: int, seconds: float, workdir: Path) -> dict:
-    over, codes = [], []
+    """One-shot ReAct turns with --max-seconds: how far past the budget each turn ran (from its
+    first checkpoint to its last), and the whole process (its start and exit included)."""
+    db = workdir / "budget.sqlite"
+    over, process_over, codes = [], [], []
     for turn in range(turns):
         task = TASKS[turn % len(TASKS)][0]
         code, elapsed, _ = chat(
-            workdir / "budget.sqlite", base_url, "-t", f"b{turn}", "--tool-protocol", "react",
+            db, base_url, "-t", f"b{turn}", "--tool-protocol", "react",
             "--max-seconds", str(seconds), "-m", f"{task}?",
         )  # fmt: skip
         codes.append(code)
-        if elapsed > seconds:
-            over.append(round(elapsed - seconds, 1))
-    return {"turns": turns, "budget_s": seconds, "over_budget_by_s": over, "exit_codes": codes}
+        over.append(round(turn_seconds(db, f"b{turn}") - seconds, 2))
+        process_over.append(round(elapsed - seconds, 1))
+    return {
+        "turns": turns,
+        "budget_s": seconds,
+        "turn_past_budget_s": over,
+        "turns_over_budget": sum(1 for o in over if o > 0),
+        "most_over_s": max(over),
+        "process_past_budget_s": process_over,
+        "exit_codes": codes,
+    }
+
+
+def turn_seconds(db: Path, thread: str) -> float:
+    """A one-turn thread's time from its input checkpoint to its last (UUIDv6 ids hold the time)."""
+    env = os.environ | {"PYTHONPATH": str(REPO), "APP_DB": str(db)}
+    listed = subprocess.run(
+        [sys.executable, "-m", "app", "history", "-t", thread, "--all", "--json"],
+        env=env, capture_output=True, check=True, timeout=120,
+    )  # fmt: skip
+    times = [uuid6_seconds(row["checkpoint_id"]) for row in json.loads(listed.stdout)]
+    return max(times) - min(times)
+
+
+def uuid6_seconds(checkpoint_id: str) -> float:
+    value = uuid.UUID(checkpoint_id).int >> 64
+    ticks = ((value >> 32) << 28) | (((value >> 16) & 0xFFFF) << 12) | (value & 0x0FFF)
+    return ticks / 10_000_000  # since 1582; only differences are used
 
 
 def measure_thread(base_url: str, turns: int, forget: bool, log: Path, workdir: Path) -> dict:
