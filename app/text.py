@@ -36,7 +36,7 @@ def title_shown(text: str) -> str:
     python's chat formats HTML-escape the prompt, and a small model copies `&#39;` from it into its
     arguments), a line break "⏎" whether real or written out as "\\n" by a model that wrote no real
     one, runs of spaces one space. For titles only: the tool received the text as written, which
-    `history --json` and an approval's panel show."""
+    `export --format json` and an approval's panel show."""
     text = html.unescape(text)
     if "\n" not in text:
         text = WRITTEN_BREAK.sub(lambda found: WRITTEN_BREAKS[found[0]], text)
