@@ -3,7 +3,15 @@ text made safe to print (`shown`, the one function every printer passes such tex
 
 from __future__ import annotations
 
+import html
+import re
+
 from app.errors import printable
+
+# A line break or tab a model wrote out as text ("one\\ntwo"), as the title shows it.
+WRITTEN_BREAKS = {"\\r\\n": "\n", "\\n": "\n", "\\r": "\n", "\\t": " "}
+WRITTEN_BREAK = re.compile("|".join(re.escape(escape) for escape in WRITTEN_BREAKS))
+SPACES = re.compile(r"[ \t]{2,}")
 
 
 def plural(count: int, noun: str, many: str | None = None) -> str:
@@ -21,6 +29,18 @@ def shown(text: str, *, one_line: bool = False) -> str:
         text = text.replace("\n", " ⏎ ").replace("\t", " ")
         return printable(text)
     return printable(text, keep="\n\t")
+
+
+def title_shown(text: str) -> str:
+    """Model text (a tool call's argument) as a one-line title: HTML entities decoded (llama-cpp-
+    python's chat formats HTML-escape the prompt, and a small model copies `&#39;` from it into its
+    arguments), a line break "⏎" whether real or written out as "\\n" by a model that wrote no real
+    one, runs of spaces one space. For titles only: the tool received the text as written, which
+    `export --format json` and an approval's panel show."""
+    text = html.unescape(text)
+    if "\n" not in text:
+        text = WRITTEN_BREAK.sub(lambda found: WRITTEN_BREAKS[found[0]], text)
+    return SPACES.sub(" ", shown(text.strip(), one_line=True))
 
 
 def json_shown(text: str) -> str:

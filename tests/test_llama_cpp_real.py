@@ -10,7 +10,6 @@ instead of skipping. docs/models.md says how to install both pieces.
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import json
 import os
@@ -281,30 +280,45 @@ def test_a_stalled_endpoint_ends_the_turn_within_its_budget(
 
 @pytest.fixture
 def busy_server(endpoint: LlamaServer) -> Iterator[LlamaServer]:
-    """The real server busy with another client's long, unstreamed completion (its end of text
-    banned), so a turn's request waits in its queue and hears only keep-alive pings."""
+    """The real server busy with another client's long completion (its end of text banned), so a
+    turn's request waits in its queue and hears only keep-alive pings. The other client streams:
+    once its first chunk has arrived the server holds the model for it, and only then does the
+    turn start (no sleep orders the two). Stopping its reading at the end hangs up, which ends
+    the server's work on it."""
     import httpx
 
     body = {
         "messages": [{"role": "user", "content": "Count from 1 to 5000, one number a line."}],
         "max_tokens": BUSY_TOKENS,
         "logit_bias": {"0": -100, "2": -100},  # <|endoftext|>, <|im_end|>
+        "stream": True,
     }
-    started = threading.Event()
+    generating, done = threading.Event(), threading.Event()
+    failed: list[BaseException] = []
 
     def other_client() -> None:
-        started.set()
-        with contextlib.suppress(httpx.HTTPError):  # its answer does not matter
-            httpx.post(f"{endpoint.base_url}/chat/completions", json=body, timeout=600)
+        url = f"{endpoint.base_url}/chat/completions"
+        try:
+            with httpx.stream("POST", url, json=body, timeout=START_TIMEOUT) as response:
+                for line in response.iter_lines():
+                    if line.startswith("data:"):
+                        generating.set()
+                    if done.is_set():
+                        return  # leaving the block closes the connection: the server stops
+        except httpx.HTTPError as exc:
+            failed.append(exc)
+        finally:
+            generating.set()  # never leave the test waiting for a chunk that will not come
 
     worker = threading.Thread(target=other_client, daemon=True)
     worker.start()
-    started.wait(5)
-    time.sleep(1)  # its request reaches the server first; the turn's queues behind it
+    assert generating.wait(START_TIMEOUT), f"no first chunk in {START_TIMEOUT:.0f} s"
+    assert not failed and worker.is_alive(), f"{failed}\n{endpoint.tail()}"
     try:
         yield endpoint
     finally:
-        worker.join(timeout=600)
+        done.set()
+        worker.join(timeout=START_TIMEOUT)
 
 
 def test_a_ping_only_endpoint_ends_the_turn_within_its_budget(busy_server: LlamaServer) -> None:

@@ -350,9 +350,13 @@ def test_context_length_exceeded_is_context_overflow(exc: BaseException) -> None
     [
         (
             json.JSONDecodeError("Expecting value", "", 0),
-            "Expecting value: line 1 column 1 (char 0)",
+            "the reply was not JSON (Expecting value: line 1 column 1 (char 0))",
         ),
-        (IndexError("list index out of range"), "list index out of range"),
+        # what the endpoint sent, not the parser's words (issue 34)
+        (
+            IndexError("list index out of range"),
+            "the reply held no completion (its `choices` were empty)",
+        ),
     ],
 )
 def test_garbled_responses_are_transient(exc: BaseException, detail: str) -> None:

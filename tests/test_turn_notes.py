@@ -11,7 +11,7 @@ from graphs.shared.messages import for_model, is_notes
 from tests.conftest import run_cli
 from tools import default_tools
 
-NOTES = 'Background: Earlier the user asked: "what is 1 plus 0"; it was answered: "1".'
+NOTES = 'Reference data (may be out of date):\n- "what is 1 plus 0" → calculator: "1"'
 
 
 def test_notes_are_a_system_section_before_the_users_words_which_stay_as_written():

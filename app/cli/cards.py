@@ -15,7 +15,7 @@ from rich.panel import Panel
 from rich.text import Text
 
 from app.service.events import ToolFinished
-from app.text import plural, shown
+from app.text import plural, shown, title_shown
 
 CARD_LINES = 8  # result lines shown in a card; the rest is counted
 
@@ -43,8 +43,14 @@ def tool_card(event: ToolFinished, args: dict) -> Panel:
 
 
 def argument_line(args: dict) -> str:
-    """`city: Paris · unit: celsius`; a value's own line breaks shown as ⏎."""
-    return " · ".join(f"{key}: {_value(value)}" for key, value in args.items())
+    """The card's title line, `city: Paris · unit: celsius`, as the model meant it (`title_shown`:
+    `It&#39;s` as "It's", a line break as ⏎, written out or not)."""
+    return " · ".join(f"{key}: {title_shown(_text(value))}" for key, value in args.items())
+
+
+def fields_line(item: dict) -> str:
+    """A result's record on one line, as the tool wrote it: `key: value · key: value`."""
+    return " · ".join(f"{key}: {_value(value)}" for key, value in item.items())
 
 
 def result_lines(tool: str, content: str) -> list[Text]:
@@ -69,7 +75,7 @@ def _readable(tool: str, content: str) -> list[str]:
     if isinstance(value, dict):
         return [f"{key}: {_value(item)}" for key, item in value.items()]
     if isinstance(value, list):
-        return [argument_line(item) if isinstance(item, dict) else _value(item) for item in value]
+        return [fields_line(item) if isinstance(item, dict) else _value(item) for item in value]
     return [_value(value)]
 
 
@@ -143,8 +149,11 @@ def _python_summary(content: str) -> str | None:
 
 
 def _value(value: Any) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    return shown(text, one_line=True)
+    return shown(_text(value), one_line=True)
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 def _one_line(text: str, style: str = "") -> Text:

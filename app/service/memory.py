@@ -27,23 +27,12 @@ MAX_EXPERIENCES_PER_USER = 200
 # Pruning lists every entry: it waits until a tenth more than the maximum have accumulated.
 PRUNE_EVERY_FRACTION = 10
 MAX_PROMPT_EXPERIENCES = 5
-# The notes reach the model as a system section of their own (graphs/shared/messages.for_model):
-# background in plain words, never Waypoint's status names ("budget_exhausted", "stopped: …"),
-# which a small model otherwise repeats to the user as if they were news.
-EXPERIENCE_HEADER = (
-    "Background: how this user's related requests in earlier conversations went. It is context "
-    "for you, not part of the user's message and not instructions; it may be out of date. Answer "
-    "the user's current message; mention this background only if the user asks about it."
-)
-# How an earlier request ended, in the words the model reads (keys: the stored `status`).
-PLAIN_OUTCOMES = {
-    "answered": "it was answered",
-    "unverified": "it was answered without a tool, so that answer was never checked",
-    "judged_wrong": "the answer given then was wrong",
-    "max_iterations": "it was not finished",
-    "loop_detected": "it was not finished",
-    "budget_exhausted": "it was not finished",
-}
+# The notes reach the model as a system section of their own (graphs/shared/messages.for_model),
+# as data: a request and what came of it, in a few plain words. Never Waypoint's status names
+# ("budget_exhausted", "stopped: …"), nor words about earlier conversations: a small model repeats
+# either to the user as news (SmolLM2-135M spoke of "the previous conversation" in 3 of 20 answers
+# under a header that named it, issue 34).
+EXPERIENCE_HEADER = "Reference data (may be out of date):"
 STORED_SUMMARY = re.compile(
     r"^task: (?P<task>.*?) \| tools: (?P<tools>.*?) \| outcome: .*?(?: — (?P<gist>.*))?$"
 )
@@ -250,9 +239,10 @@ def relevant_notes(
     *,
     exclude_thread: str | None = None,
 ) -> list[str]:
-    """The same past turns as `relevant_experiences`, as the model reads them (`experience_note`)."""
+    """The same past turns as `relevant_experiences`, as the model reads them (`experience_note`),
+    less those that taught nothing usable."""
     hits = _relevant_hits(store, user, request, limit, exclude_thread)
-    return _distinct((experience_note(hit) for hit in hits), limit)
+    return _distinct(filter(None, (experience_note(hit) for hit in hits)), limit)
 
 
 def _relevant_hits(
@@ -286,24 +276,23 @@ def _distinct(texts: Iterable[str], limit: int) -> list[str]:
 
 
 def experience_note(item: MemoryItem) -> str:
-    """One past turn in plain words: the user's earlier request and how it went (the tools it used,
-    the gist of a checked answer), or a lesson learned from it; no internal status names."""
+    """One past turn as data: `"the request" → what came of it` (the tools it used and the gist of
+    its checked answer, or a lesson learned from it). "" for a request that was not finished, or
+    answered without a tool (an unchecked answer is not passed on): it taught nothing usable."""
     status = str(item.fields.get("status", ""))
     if status == "lesson" and (lesson := STORED_LESSON.match(item.text)):
-        return f'From the earlier request "{lesson["task"]}": {lesson["lesson"]}'
+        return f'"{lesson["task"]}" → lesson: {lesson["lesson"]}'
     summary = STORED_SUMMARY.match(item.text)
     if summary is None:  # not written by experience_summary: shown as it is
         return item.text
-    said = f'Earlier the user asked: "{summary["task"]}"'
-    outcome = PLAIN_OUTCOMES.get(status)
-    if outcome is None:
-        return f"{said}."
-    tools = [t for t in item.fields.get("tools") or [] if isinstance(t, str)]
-    used = f" with the {', '.join(tools[:6])} tool{'s' if len(tools) > 1 else ''}" if tools else ""
+    asked = f'"{summary["task"]}" →'
+    if status == "judged_wrong":
+        return f"{asked} the answer given then was wrong."
     if status != "answered":
-        return f"{said}; {outcome}."
-    gist = f': "{summary["gist"]}"' if summary["gist"] else "."
-    return f"{said}; {outcome}{used}{gist}"
+        return ""
+    tools = [t for t in item.fields.get("tools") or [] if isinstance(t, str)]
+    result = f'"{summary["gist"]}"' if summary["gist"] else "answered"
+    return f"{asked} {', '.join(tools[:6])}: {result}" if tools else f"{asked} {result}"
 
 
 def experience_prompt(experiences: Sequence[str]) -> str:

@@ -10,7 +10,7 @@ from typing import Generic, TypeVar
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, SystemMessage
 from langchain_core.runnables import Runnable
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from graphs.shared.messages import for_model, new_message_id
 from graphs.shared.model_errors import classify_call_error, classify_model_error
@@ -92,11 +92,29 @@ def ask_structured(
     raw = result.get("raw") if isinstance(result.get("raw"), AIMessage) else None
     tokens = total_tokens(raw) if raw is not None else 0
     if result.get("parsing_error") is not None:
-        return StructuredReply(None, _short(result["parsing_error"]), tokens=tokens, raw=raw)
+        problem = unfit_reply(result["parsing_error"], schema)
+        return StructuredReply(None, problem, tokens=tokens, raw=raw)
     if result.get("parsed") is None:
         problem = f"the reply contained no {schema.__name__} call"
         return StructuredReply(None, problem, tokens=tokens, raw=raw)
     return StructuredReply(result["parsed"], None, tokens=tokens, raw=raw)
+
+
+def unfit_reply(error: BaseException, schema: type[BaseModel]) -> str:
+    """Why a reply did not fit `schema`, in words the user and the model both read: each wrong
+    field, what it should be and what came, without pydantic's error codes and links."""
+    cause: BaseException | None = error
+    while cause is not None and not isinstance(cause, ValidationError):
+        cause = cause.__cause__
+    if cause is None:
+        return _short(error)
+    fields = [
+        f"{'.'.join(str(part) for part in found['loc']) or 'the call'}: {found['msg']} "
+        f"(got {_short(repr(found['input']), 80)})"
+        for found in cause.errors(include_url=False)[:3]
+    ]
+    more = f"; and {cause.error_count() - 3} more" if cause.error_count() > 3 else ""
+    return _short(f"the {schema.__name__} call did not fit its form: {'; '.join(fields)}{more}")
 
 
 def is_empty(reply: AIMessage) -> bool:
@@ -120,6 +138,6 @@ def with_id(reply: AIMessage) -> AIMessage:
     return reply
 
 
-def _short(error: object) -> str:
+def _short(error: object, limit: int = 600) -> str:
     text = " ".join(str(error).split())
-    return text if len(text) <= 600 else text[:600] + "…"
+    return text if len(text) <= limit else text[:limit] + "…"

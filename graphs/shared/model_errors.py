@@ -82,7 +82,7 @@ def classify_model_error(exc: BaseException) -> LastError:
         advice = FATAL_ADVICE.get(status, "the endpoint refused the request")
         return _error("model_fatal", f"HTTP {status}: {advice} ({detail})")
     if is_invalid_response(exc):
-        return _error("model_transient", f"invalid response from endpoint: {detail}")
+        return _error("model_transient", f"invalid response from endpoint: {_what_came(exc)}")
     if is_timeout(exc):
         return _error("model_transient", f"the model endpoint did not answer in time: {detail}")
     if _is_network_error(exc):
@@ -208,6 +208,16 @@ def is_invalid_response(exc: BaseException) -> bool:
     if isinstance(exc, json.JSONDecodeError | IndexError):
         return True
     return isinstance(exc, ValueError) and any(m in str(exc) for m in INVALID_RESPONSE_MESSAGES)
+
+
+def _what_came(exc: BaseException) -> str:
+    """An invalid response in the user's words: what the endpoint sent, not the parser's
+    complaint ("list index out of range")."""
+    if isinstance(exc, IndexError):
+        return "the reply held no completion (its `choices` were empty)"
+    if isinstance(exc, json.JSONDecodeError):
+        return f"the reply was not JSON ({_short(exc, 200)})"
+    return _short(exc)
 
 
 def is_timeout(exc: BaseException) -> bool:

@@ -510,7 +510,7 @@ function toolCard({ id = "", name, args = null }) {
       "summary",
       {},
       el("span", { class: "tool-name" }, name),
-      el("span", { class: "tool-brief" }, args ? brief(args) : ""),
+      el("span", { class: "tool-brief" }, args ? brief(args, {}, titleText) : ""),
       el("span", { class: "tool-outcome" }, "running…"),
     ),
     el("div", { class: "tool-args" }, el("h4", {}, "Arguments"), valueView(args)),
@@ -540,10 +540,29 @@ function parsedJson(text) {
   }
 }
 
-// `key: value, …` of a record's plain values (but those equal to `known`'s), for a one-line summary.
-function brief(record, known = {}) {
+// `key: value, …` of a record's plain values (but those equal to `known`'s), for a one-line summary;
+// `line` makes each value one line.
+function brief(record, known = {}, line = firstLine) {
   const plain = Object.entries(record).filter(([k, v]) => (v === null || typeof v !== "object") && known[k] !== v);
-  return clip(plain.map(([k, v]) => `${k}: ${firstLine(String(v))}`).join(", "), 80);
+  return clip(plain.map(([k, v]) => `${k}: ${line(String(v))}`).join(", "), 80);
+}
+
+// A model's argument as a card's title (app/text.py title_shown): HTML entities decoded (llama-cpp-
+// python's chat formats HTML-escape the prompt, and a small model copies `&#39;` into its arguments),
+// a line break "⏎" whether real or written out as "\n", runs of spaces one. The card's Arguments
+// section still shows the value as the tool received it.
+function titleText(text) {
+  let decoded = text.replace(/&(#x[0-9a-f]+|#[0-9]+|[a-z]+);/gi, decodedEntity);
+  if (!decoded.includes("\n")) decoded = decoded.replace(/\\r\\n|\\[nr]/g, "\n").replace(/\\t/g, " ");
+  return decoded.trim().replace(/\s*\n\s*/g, " ⏎ ").replace(/\s+/g, " ");
+}
+
+const ENTITIES = { amp: "&", lt: "<", gt: ">", quot: '"', apos: "'", nbsp: " " };
+
+function decodedEntity(whole, name) {
+  if (name[0] !== "#") return ENTITIES[name.toLowerCase()] ?? whole;
+  const code = name[1].toLowerCase() === "x" ? parseInt(name.slice(2), 16) : parseInt(name.slice(1), 10);
+  return code > 0 && code <= 0x10ffff ? String.fromCodePoint(code) : whole;
 }
 
 function valueView(value) {
