@@ -342,6 +342,7 @@ SHOWS: list[tuple[str, Shows]] = [
     (r"tools$", Shows(out=("calculator", "run_python", "built-in"))),
     (r"doctor( --db \S+)?$", Shows(out=("ok  database", "ok  workspace"))),
     (r"doctor --ping$", Shows(out=("ok  ping: answered",))),
+    (r"doctor --forget-window", Shows(out=("no window was kept for smollm2", "ok  database"))),
     (
         r"doctor --ping --model openai:\S+ --tool-protocol react",
         Shows(out=("react tool calls work",)),

@@ -106,6 +106,36 @@ def test_doctor_reports_the_learned_window_with_how_and_when(
     assert LEARNED.search(" ".join(doctor.stdout.decode().split())), doctor.stdout.decode()
 
 
+def test_doctor_forgets_the_kept_window_so_the_next_overflow_teaches_it_again(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server restarted with a larger window it does not report: the user makes Waypoint learn
+    it again without touching the database by hand."""
+    location = parse_location(db_path)
+    base_url = "http://127.0.0.1:9/v1"  # never asked: forgetting needs no server
+    monkeypatch.setenv("OPENAI_BASE_URL", base_url)
+    kept = LearnedWindow(2048, "stated by the endpoint", True, 0.5, "2026-06-01T08:00:00+00:00")
+    save_window(location, base_url, MODEL, kept)
+
+    forgot = run_cli("doctor", "--forget-window", "--db", str(db_path))
+    again = run_cli("doctor", "--forget-window", "--db", str(db_path))
+
+    assert "forgot the 2,048-token window kept for smollm2" in forgot.stdout.decode()
+    assert load_window(location, base_url, MODEL) is None
+    assert "no window was kept for smollm2" in again.stdout.decode()
+
+
+def test_forgetting_a_window_needs_an_openai_compatible_endpoint(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+
+    result = run_cli("doctor", "--forget-window", "--model", "offline")
+
+    assert result.returncode == 2, result.stderr.decode()
+    assert "set OPENAI_BASE_URL" in result.stderr.decode()
+
+
 def test_a_smaller_window_stated_later_replaces_the_kept_one(db_path: Path) -> None:
     location = parse_location(db_path)
     with WindowedServer(2048, servers.llama_cpp_python_400) as server:

@@ -54,6 +54,7 @@ def draw_graph(
         "doctor",
         "doctor --ping",
         "doctor --ping --model openai:llama3.1 --tool-protocol react",
+        "doctor --forget-window --model openai:smollm2",
     )
 )
 def doctor(
@@ -62,6 +63,13 @@ def doctor(
         bool,
         typer.Option(
             "--ping", help="Send a tiny request to the model, and a tool-call round trip."
+        ),
+    ] = False,
+    forget_window: Annotated[
+        bool,
+        typer.Option(
+            "--forget-window",
+            help="Forget the context window learned for this endpoint and model, then check.",
         ),
     ] = False,
     model: ModelOption = None,
@@ -76,6 +84,10 @@ def doctor(
     from app.cli import doctor as checks
 
     settings = load_settings(db=db, model=model, tool_protocol=chosen(tool_protocol))
+    if forget_window:
+        from app.service.context import forget_learned_window
+
+        io.out.print(forget_learned_window(settings), markup=False, highlight=False)
     table = Table("setting", "value", title="Waypoint configuration", box=box.SIMPLE_HEAD)
     for name, value in checks.configuration(settings):
         table.add_row(name, value)
