@@ -319,3 +319,33 @@ def test_the_write_cache_is_bounded_by_what_its_messages_hold_not_their_stored_b
     for n in range(4096):
         reader.loads_typed(serde.dumps_typed([HumanMessage(f"q{n}", id=f"h-{n}")]))
     assert 0 < len(sqlite_delta.WRITES) * MESSAGE_BYTES <= bound < 4096 * MESSAGE_BYTES
+
+
+def bytes_reachable(root: object, limit: int = 200_000) -> list[int]:
+    """The sizes of the bytes objects `root` holds (through anything but classes and modules)."""
+    import gc
+    import types
+
+    seen, sizes, todo = {id(root)}, [], [root]
+    while todo and len(seen) < limit:
+        for item in gc.get_referents(todo.pop()):
+            if id(item) in seen or isinstance(item, type | types.ModuleType):
+                continue
+            seen.add(id(item))
+            if isinstance(item, bytes):
+                sizes.append(len(item))
+            todo.append(item)
+    return sizes
+
+
+def test_the_decoded_snapshots_and_messages_do_not_keep_their_stored_bytes():
+    """A snapshot's bytes are the whole conversation (~450 KB at 2,000 messages): kept as the
+    key of its decoded value, a cached snapshot held its conversation twice."""
+    from app.db import strict
+    from app.db.base import checkpoint_serializer
+
+    serde = checkpoint_serializer()
+    conversation = [HumanMessage(f"question {n} " * 20, id=f"kept-{n}") for n in range(50)]
+    loaded = serde.loads_typed(serde.dumps_typed(_DeltaSnapshot(conversation))).value
+    assert [m.id for m in loaded] == [m.id for m in conversation]
+    assert max(bytes_reachable(strict.SNAPSHOTS) + bytes_reachable(strict.MESSAGES)) <= 16

@@ -1,16 +1,18 @@
 """What a run leaves in serve's memory: a `values` event is the whole state, so each message of it
 is dumped once per run and only for a client that asked for `values`; after runs, an idle server
-frees what they left (at most once a second)."""
+frees what they left (at most once a second); a settled process uses two malloc arenas."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
 from app.config import load_settings
 from app.server.standard import runs
 from app.server.standard.runs import Run, Runs, StandardSink
+from app.service import runtime
 from app.service.events import NodeUpdate, StateValues
 
 
@@ -57,3 +59,67 @@ def test_an_idle_server_tidies_its_heap_after_runs_at_most_once_a_second(
     server.forget(new_run())
     server.tidy_when_idle()
     assert tidied == [100.0, 101.5]
+
+
+# Starts threads that stay alive until each has called malloc, then counts glibc's arenas
+# (malloc_info's <heap> elements); prints the count.
+COUNT_ARENAS = """
+import ctypes, re, sys, tempfile, threading
+from app.service.runtime import settle_heap
+if sys.argv[1] == "settled":
+    settle_heap()
+libc = ctypes.CDLL("libc.so.6")
+libc.malloc.restype = ctypes.c_void_p
+libc.fopen.restype = ctypes.c_void_p
+libc.fopen.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+libc.fclose.argtypes = [ctypes.c_void_p]
+libc.malloc_info.argtypes = [ctypes.c_int, ctypes.c_void_p]
+all_allocated = threading.Barrier(7)
+def allocate():
+    libc.malloc(4096)
+    all_allocated.wait(timeout=60)
+    all_allocated.wait(timeout=60)  # alive until the arenas are counted
+threads = [threading.Thread(target=allocate) for _ in range(6)]
+for thread in threads:
+    thread.start()
+all_allocated.wait(timeout=60)
+with tempfile.NamedTemporaryFile(suffix=".xml") as out:
+    stream = libc.fopen(out.name.encode(), b"w")
+    libc.malloc_info(0, stream)
+    libc.fclose(stream)
+    print(len(re.findall(r'<heap nr=', open(out.name).read())))
+all_allocated.wait(timeout=60)
+"""
+
+
+def arenas_after_six_threads(settled: bool, **env: str) -> int:
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    environment = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"} | env
+    done = subprocess.run(
+        [sys.executable, "-c", COUNT_ARENAS, "settled" if settled else "plain"],
+        cwd=REPO,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return int(done.stdout)
+
+
+@pytest.mark.skipif(not runtime._libc_function("malloc_info"), reason="glibc's malloc only")
+def test_a_settled_process_keeps_its_threads_to_two_malloc_arenas():
+    """serve, the REPL and the benchmark's workers settle their heap once set up: each run's thread
+    would otherwise get a malloc arena of its own (up to 8 per core) whose free space stays."""
+    assert arenas_after_six_threads(settled=False) >= 6  # glibc's own default, as a control
+    assert arenas_after_six_threads(settled=True) <= runtime.MALLOC_ARENAS
+
+
+@pytest.mark.skipif(not runtime._libc_function("malloc_info"), reason="glibc's malloc only")
+def test_malloc_arena_max_in_the_environment_wins_over_the_settled_limit():
+    assert arenas_after_six_threads(settled=True, MALLOC_ARENA_MAX="4") == 4

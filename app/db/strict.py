@@ -25,7 +25,7 @@ from langgraph.checkpoint.serde import jsonplus
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 from app.db import raw
-from app.db.decoded import Decoded, held_bytes
+from app.db.decoded import Decoded, digest, held_bytes
 from app.db.raw import MESSAGE_CHANNELS
 from app.db.unreadable import SHAPE_ERRORS, UnreadableCheckpointError
 
@@ -76,17 +76,19 @@ class Snapshots:
     message of the conversation again, the one cost of a turn that grows with the thread; the
     same bytes decode to the same messages, so they are decoded (and checked) once. A changed blob
     is other bytes, decoded afresh; every load gets its own list (messages are never changed in
-    place: a changed message is a new one with the same id)."""
+    place: a changed message is a new one with the same id). Keyed by a digest of the bytes
+    (app/db/decoded.digest), which are the whole conversation."""
 
     def __init__(self, size: int = 8) -> None:
         # by entries, and by what they hold (conversations of up to ~18,000 messages are kept)
         self._kept = Decoded(entries=size, max_bytes=256 * 1024 * 1024)
 
     def value(self, payload: bytes, decode: Callable[[], Any]) -> Any:
-        found, value = self._kept.get(payload)
+        key = digest(payload)
+        found, value = self._kept.get(key)
         if not found:
             value = decode()
-            self._kept.keep(payload, value, len(payload) + held_bytes(value))
+            self._kept.keep(key, value, len(key) + held_bytes(value))
         return copy.copy(value)
 
 
@@ -101,16 +103,15 @@ class SharedMessages:
     keep held ~27 copies of a long thread's messages (measured: 10,700 message objects alive for
     a 400-message state). Here a message whose bytes were decoded before, and which is still
     alive, is that object again. Only messages with an id are shared: `add_messages` gives a
-    message without one its id in place. Weak: what no one holds any more is not kept here."""
+    message without one its id in place. Weak: what no one holds any more is not kept here.
+    Keyed by a digest of the bytes and their constructor code (app/db/decoded.digest)."""
 
     def __init__(self) -> None:
-        self._alive: weakref.WeakValueDictionary[tuple[int, bytes], BaseMessage] = (
-            weakref.WeakValueDictionary()
-        )
+        self._alive: weakref.WeakValueDictionary[bytes, BaseMessage] = weakref.WeakValueDictionary()
         self._lock = threading.Lock()
 
     def value(self, code: int, payload: bytes, build: Callable[[], Any]) -> Any:
-        key = (code, bytes(payload))
+        key = digest(payload, b"%d" % code)
         with self._lock:
             found = self._alive.get(key)
         if found is not None:
@@ -133,7 +134,7 @@ def _revive(code: int, payload: bytes, hook: Any) -> Any:
         return ormsgpack.unpackb(payload, ext_hook=hook, option=raw.UNPACK_OPTIONS)
 
     if code == raw.EXT_DELTA_SNAPSHOT:
-        return _DeltaSnapshot(SNAPSHOTS.value(bytes(payload), unpacked))
+        return _DeltaSnapshot(SNAPSHOTS.value(payload, unpacked))
     if code in raw.CONSTRUCTED:
         return MESSAGES.value(code, payload, lambda: _built(code, unpacked()))
     return _built(code, unpacked())

@@ -10,6 +10,7 @@ import ctypes
 import ctypes.util
 import functools
 import gc
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -87,6 +88,9 @@ def open_runtime(
 
 # Allocations between two collections of the youngest objects (CPython's default is 700).
 YOUNG_COLLECTION_EVERY = 10_000
+# glibc's malloc arenas a long-lived process may use (glibc's default: 8 per core).
+MALLOC_ARENAS = 2
+M_ARENA_MAX = -8  # mallopt's parameter number, from glibc's malloc.h
 
 
 def settle_process() -> None:
@@ -104,9 +108,24 @@ def settle_heap() -> None:
     so it is taken out of the garbage collector's scans (`gc.freeze`), and the youngest objects are
     collected every 10,000 allocations instead of 700. The collector's share of a turn went from
     ~1.0 to ~0.25 ms (timed with gc.callbacks over a bench worker's turns). Call it once: the
-    objects alive at the call are kept for good, so a cycle among them is never freed."""
+    objects alive at the call are kept for good, so a cycle among them is never freed. Also
+    `limit_malloc_arenas`."""
     gc.freeze()
     gc.set_threshold(YOUNG_COLLECTION_EVERY, 10, 10)
+    limit_malloc_arenas()
+
+
+def limit_malloc_arenas(arenas: int = MALLOC_ARENAS) -> bool:
+    """Have glibc's malloc use at most `arenas` arenas from now on, unless MALLOC_ARENA_MAX or
+    GLIBC_TUNABLES says otherwise. Each new thread (serve runs each run on its own) gets an arena of
+    its own up to 8 per core, and what a run frees in one stays there as free space: serve's RSS
+    after 2,000 runs on one thread rose ~4 MiB less with 2 (5 runs: 1.21-1.23x -> 1.18-1.20x its
+    RSS after 100; Python holds the GIL, so its threads seldom wait on one another's malloc).
+    True when the limit was set; nothing where there is no glibc."""
+    if "MALLOC_ARENA_MAX" in os.environ or "arena_max" in os.environ.get("GLIBC_TUNABLES", ""):
+        return False
+    mallopt = _libc_function("mallopt")
+    return mallopt is not None and mallopt(M_ARENA_MAX, arenas) == 1
 
 
 def tidy_heap() -> None:
@@ -116,14 +135,15 @@ def tidy_heap() -> None:
     in the process's resident memory as free space (serve: ~10 MB after 400 runs on one thread).
     ~0.3 ms. No garbage collection here: a full one scans everything imported after `settle_heap`
     froze the heap (LangGraph's modules load with the first run), ~50 ms."""
-    trim = _malloc_trim()
+    trim = _libc_function("malloc_trim")
     if trim is not None:
         trim(0)
 
 
 @functools.cache
-def _malloc_trim() -> Callable[[int], int] | None:
+def _libc_function(name: str) -> Callable[..., int] | None:
+    """One of glibc's malloc functions, or None where there is none."""
     try:
-        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+        return getattr(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6"), name)
     except (OSError, AttributeError):  # not glibc (macOS, musl): its allocator is left as it is
         return None
