@@ -251,7 +251,7 @@ def test_a_write_holding_a_message_without_an_id_is_decoded_every_time():
     with_ids = CountingSerde([HumanMessage("hi", id="h1"), AIMessage("hello", id="a1")])
     without = CountingSerde([HumanMessage("hi")])
     for serde, blob in ((with_ids, b"with ids"), (without, b"one without")):
-        reader = sqlite_delta.WriteValues(serde)
+        reader = sqlite_delta.WriteValues(serde, ("t", ""))
         first, again = (reader.loads_typed(("msgpack", blob)) for _ in range(2))
         assert first == again and first is not again
     assert (with_ids.calls, without.calls) == (1, 2)
@@ -272,6 +272,19 @@ def test_decoded_values_are_bounded_by_entries_and_bytes():
     for n in range(12):
         small.keep(n, n, 10)
     assert len(small) == 10 and small.get(1) == (False, None) and small.get(11) == (True, 11)
+
+
+def test_a_groups_entries_are_dropped_together_but_the_named_ones_and_other_groups():
+    cache = Decoded(entries=4, max_bytes=1000)
+    for key, group in (("a", "t1"), ("b", "t1"), ("c", "t1"), ("x", "t2")):
+        cache.keep(key, key, 10, group)
+    cache.drop_group("t1", but={"c"})
+    assert [cache.get(key)[0] for key in "abcx"] == [False, False, True, True]
+    for key in "defg":  # the bound drops "c" and "x": their groups forget them
+        cache.keep(key, key, 10, "t3")
+    cache.drop_group("t1")
+    cache.drop_group("t2")
+    assert len(cache) == 4 and cache._bytes == 40 and set(cache._groups) == {"t3"}
 
 
 def test_a_message_stored_in_several_blobs_is_one_object_while_it_lives():
@@ -315,7 +328,7 @@ def test_the_write_cache_is_bounded_by_what_its_messages_hold_not_their_stored_b
     bound = sqlite_delta.WRITES.max_bytes
     monkeypatch.setattr(sqlite_delta, "WRITES", Decoded(entries=4096, max_bytes=bound))
     serde = checkpoint_serializer()
-    reader = sqlite_delta.WriteValues(serde)
+    reader = sqlite_delta.WriteValues(serde, ("t", ""))
     for n in range(4096):
         reader.loads_typed(serde.dumps_typed([HumanMessage(f"q{n}", id=f"h-{n}")]))
     assert 0 < len(sqlite_delta.WRITES) * MESSAGE_BYTES <= bound < 4096 * MESSAGE_BYTES
@@ -349,3 +362,33 @@ def test_the_decoded_snapshots_and_messages_do_not_keep_their_stored_bytes():
     loaded = serde.loads_typed(serde.dumps_typed(_DeltaSnapshot(conversation))).value
     assert [m.id for m in loaded] == [m.id for m in conversation]
     assert max(bytes_reachable(strict.SNAPSHOTS) + bytes_reachable(strict.MESSAGES)) <= 16
+
+
+def fresh_thread_caches(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("CHECKPOINTS", "WRITES"):
+        monkeypatch.setattr(sqlite_delta, name, Decoded(entries=4096, max_bytes=64 << 20))
+    monkeypatch.setattr(sqlite_delta, "SNAPSHOT_CHECKPOINTS", Decoded(entries=8, max_bytes=1 << 30))
+    monkeypatch.setattr(sqlite_delta, "NEWEST_SEEDS", sqlite_delta.OrderedDict())
+
+
+def test_a_threads_cached_writes_from_before_its_newest_snapshot_go_and_time_travel_reads_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """No walk from a later head reads what came before the snapshot it stops at: in serve, a
+    long thread's ~1,700 writes from before its last compaction sat in the caches."""
+    fresh_thread_caches(monkeypatch)
+    db = tmp_path / "agent.sqlite"
+    run_turns(db, "t", [f"what is {n} plus {n}" for n in range(60)])  # past a second snapshot
+    with open_checkpointer(db) as saver:
+        configs = checkpoint_configs(saver)
+        head = plain(saver.get_delta_channel_history(config=configs[0], channels=CHANNELS))
+        since_snapshot = len(head["messages"]["writes"])
+        assert len(sqlite_delta.WRITES) == since_snapshot < 100  # 60 turns wrote ~220
+        assert len(sqlite_delta.SNAPSHOT_CHECKPOINTS) == 1
+        assert len(sqlite_delta.CHECKPOINTS) < len(configs) // 2
+        oldest = configs[-10]  # before the first snapshot
+        expected = SqliteSaver.get_delta_channel_history(saver, config=oldest, channels=CHANNELS)
+        assert plain(saver.get_delta_channel_history(config=oldest, channels=CHANNELS)) == plain(
+            expected
+        )
+        assert len(sqlite_delta.WRITES) > since_snapshot  # the head's stay, the old ones join

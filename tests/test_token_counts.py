@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import gc
+import threading
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
@@ -53,14 +54,24 @@ def test_a_message_replaced_by_id_is_counted_by_its_own_content():
     assert message_tokens(longer) == count_tokens_approximately(longer) > message_tokens(first)
 
 
-def test_counts_of_messages_gone_are_swept(monkeypatch: pytest.MonkeyPatch):
+def test_counts_of_messages_gone_are_dropped_as_they_die(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(tokens, "_counts", {})  # other tests' messages may still live (in caches)
-    monkeypatch.setattr(tokens, "_sweep_at", 50)
-    monkeypatch.setattr(tokens, "MIN_SWEEP", 50)
     kept = [HumanMessage(f"kept {n}") for n in range(10)]
     message_tokens(kept)
     for n in range(500):
         message_tokens([HumanMessage(f"gone {n}")])
-        gc.collect(0)
-    assert len(tokens._counts) <= 100
-    assert all(tokens._counts[id(m)][0]() is m for m in kept)
+    gc.collect()
+    assert sorted(tokens._counts) == sorted(id(m) for m in kept)  # none of the 500 gone
+    assert message_tokens(kept) == count_tokens_approximately(kept)
+
+
+def test_a_count_dropped_in_another_thread_leaves_the_new_messages_counts():
+    messages = [HumanMessage(f"message {n}") for n in range(200)]
+    message_tokens(messages)
+    dropping = threading.Thread(target=messages.clear)  # the callbacks run in that thread
+    dropping.start()
+    fresh = [HumanMessage(f"fresh {n}") for n in range(200)]
+    assert message_tokens(fresh) == count_tokens_approximately(fresh)
+    dropping.join()
+    gc.collect()
+    assert all(tokens._counts[id(m)][0]() is m for m in fresh)

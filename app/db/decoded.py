@@ -8,7 +8,7 @@ import hashlib
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Collection, Hashable
 from typing import Any
 
 from langchain_core.messages import BaseMessage
@@ -26,11 +26,13 @@ class Decoded:
     """A least-recently-used map from a blob's key (its bytes, with whatever else decoding
     depended on) to its decoded value, bounded by entries and by the entries' total size (what
     the caller says each one holds: `held_bytes`). An entry larger than a tenth of the size bound
-    is not kept (it is decoded every time)."""
+    is not kept (it is decoded every time). An entry may belong to a group (a thread), whose
+    entries no later read needs can be dropped together (`drop_group`)."""
 
     def __init__(self, entries: int, max_bytes: int) -> None:
         self.entries, self.max_bytes = entries, max_bytes
-        self._values: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
+        self._values: OrderedDict[Hashable, tuple[Any, int, Hashable]] = OrderedDict()
+        self._groups: dict[Hashable, set[Hashable]] = {}
         self._bytes = 0
         self._lock = threading.Lock()
 
@@ -43,18 +45,35 @@ class Decoded:
             self._values.move_to_end(key)
             return True, found[0]
 
-    def keep(self, key: Hashable, value: Any, size: int) -> None:
+    def keep(self, key: Hashable, value: Any, size: int, group: Hashable = None) -> None:
         """Keep `value` for this key; `size` is what it holds in memory (what the bound counts)."""
         if size * 10 > self.max_bytes:
             return
         with self._lock:
             if key in self._values:
                 return
-            self._values[key] = (value, size)
+            self._values[key] = (value, size, group)
             self._bytes += size
+            if group is not None:
+                self._groups.setdefault(group, set()).add(key)
             while len(self._values) > self.entries or self._bytes > self.max_bytes:
-                _, (_, dropped) = self._values.popitem(last=False)
-                self._bytes -= dropped
+                self._drop(next(iter(self._values)))
+
+    def drop_group(self, group: Hashable, but: Collection[Hashable] = ()) -> None:
+        """Drop the entries kept for `group`, except those keyed in `but`."""
+        with self._lock:
+            for key in list(self._groups.get(group, ())):
+                if key not in but:
+                    self._drop(key)
+
+    def _drop(self, key: Hashable) -> None:
+        _, size, group = self._values.pop(key)
+        self._bytes -= size
+        members = self._groups.get(group)
+        if members is not None:
+            members.discard(key)
+            if not members:
+                del self._groups[group]
 
     def __len__(self) -> int:
         return len(self._values)

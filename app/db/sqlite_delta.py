@@ -23,6 +23,8 @@ one), so a kept history stays the history of its checkpoint; what the saver has 
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -61,6 +63,13 @@ CHECKPOINTS = Decoded(entries=4096, max_bytes=1 * MiB)
 # app/db/strict.SNAPSHOTS, app/db/strict.SharedMessages): as few as that keeps.
 SNAPSHOT_CHECKPOINTS = Decoded(entries=8, max_bytes=256 * MiB)
 WRITES = Decoded(entries=4096, max_bytes=3 * MiB)
+# Each thread's entries are a group of its own in the three: once a walk finds a newer snapshot
+# of a thread, what it did not read (the ancestors and writes before that snapshot) goes, since
+# no walk from a later head reads them (a walk back to them, time travel, decodes them again).
+# Before, a long thread's ~1,700 writes from before its last compaction sat there in serve.
+NEWEST_SEEDS: OrderedDict[tuple[str, str], str] = OrderedDict()  # thread -> its newest seed's id
+NEWEST_SEEDS_KEPT = 4096
+_seeds_lock = threading.Lock()
 
 
 def delta_history(
@@ -86,21 +95,24 @@ def delta_history(
         cur.execute(
             DELTA_STAGE1_SQL, (thread_id, checkpoint_ns, checkpoint_id, thread_id, checkpoint_ns)
         )
-        ancestors = AncestorSeeds(saver.serde, channels)
+        ancestors = AncestorSeeds(saver.serde, channels, (thread_id, checkpoint_ns))
         for cid, type_tag, blob in cur:
             if walk.step(cid, type_tag, blob, ancestors):
                 break
             if cid != checkpoint_id and walk.reaches(loaded.get(where, cid)):
                 break
         stage2_rows = walk.writes_rows(cur, saver._has_task_path, thread_id, checkpoint_ns)
+    values = WriteValues(saver.serde, (thread_id, checkpoint_ns))
     history = build_delta_channels_writes_history(
         channels=channels,
         chain_by_ch=walk.chain_by_ch,
         seed_val_by_ch=walk.seed_val_by_ch,
         seeded=walk.seeded,
         stage2_rows=stage2_rows,
-        serde=WriteValues(saver.serde),
+        serde=values,
     )
+    if walk.seed_id is not None:
+        forget_before_seed((thread_id, checkpoint_ns), walk.seed_id, ancestors.used | values.used)
     check_delta_history(history, seeds=False)  # the seeds were checked when they were decoded
     history = {ch: joined(walk.earlier.get(ch), entry) for ch, entry in history.items()}
     loaded.keep(where, checkpoint_id, history)
@@ -119,9 +131,17 @@ class Walk:
         self.state: dict[str, Any] = {}
         # The history of the known ancestor, for each channel the walk had not found a seed for.
         self.earlier: dict[str, DeltaChannelHistory] = {}
+        self.seed_id: str | None = None  # the checkpoint the walk found its last seed in
 
     def step(self, cid: str, type_tag: str, blob: bytes, serde: Any) -> bool:
         """One row of the walk (the target first); True when it has reached every seed."""
+        seeded = len(self.seeded)
+        done = self._step(cid, type_tag, blob, serde)
+        if len(self.seeded) > seeded:
+            self.seed_id = cid
+        return done
+
+    def _step(self, cid: str, type_tag: str, blob: bytes, serde: Any) -> bool:
         return step_walk_with_row(
             cid=cid,
             type_tag=type_tag,
@@ -158,6 +178,23 @@ class Walk:
             params.extend([thread_id, ns, ch, *self.chain_by_ch[ch]])
         cur.execute(sql, params)
         return cur.fetchall()
+
+
+def forget_before_seed(thread: tuple[str, str], seed_id: str, used: set) -> None:
+    """A walk of `thread` found its seed at `seed_id`: when that is the thread's newest yet, drop
+    the thread's cached ancestors and writes the walk did not read (from before that seed). Ids
+    are LangGraph's time-ordered checkpoint ids; an older seed (time travel) drops nothing."""
+    with _seeds_lock:
+        newest = NEWEST_SEEDS.get(thread)
+        if newest is not None and seed_id <= newest:
+            return
+        NEWEST_SEEDS[thread] = seed_id
+        NEWEST_SEEDS.move_to_end(thread)
+        while len(NEWEST_SEEDS) > NEWEST_SEEDS_KEPT:
+            NEWEST_SEEDS.popitem(last=False)
+    if newest is not None:
+        for cache in (CHECKPOINTS, SNAPSHOT_CHECKPOINTS, WRITES):
+            cache.drop_group(thread, but=used)
 
 
 class Loaded:
@@ -203,19 +240,23 @@ class AncestorSeeds:
     """The `serde` the walk decodes ancestor checkpoints with: of a checkpoint it gives only what
     the walk reads, the values it holds of the walked channels (a snapshot ends the walk)."""
 
-    def __init__(self, serde: SerializerProtocol, channels: Sequence[str]) -> None:
-        self.serde, self.channels = serde, tuple(channels)
+    def __init__(
+        self, serde: SerializerProtocol, channels: Sequence[str], thread: tuple[str, str]
+    ) -> None:
+        self.serde, self.channels, self.thread = serde, tuple(channels), thread
+        self.used: set[tuple] = set()  # the keys of what this walk read
 
     def loads_typed(self, data: tuple[str, bytes]) -> dict[str, Any]:
         type_tag, blob = data
         key = (type_tag, bytes(blob), self.channels)
+        self.used.add(key)
         found, held = CHECKPOINTS.get(key)
         if not found:
             found, held = SNAPSHOT_CHECKPOINTS.get(key)
         if not found:
             held = self._decode(data)
             size = ENTRY_BYTES + len(blob) + held_bytes(held)
-            (SNAPSHOT_CHECKPOINTS if held else CHECKPOINTS).keep(key, held, size)
+            (SNAPSHOT_CHECKPOINTS if held else CHECKPOINTS).keep(key, held, size, self.thread)
         return {"channel_values": {ch: own_copy(value) for ch, value in held.items()}}
 
     def _decode(self, data: tuple[str, bytes]) -> dict[str, Any]:
@@ -229,17 +270,20 @@ class AncestorSeeds:
 class WriteValues:
     """The `serde` the writes since the snapshot are decoded with."""
 
-    def __init__(self, serde: SerializerProtocol) -> None:
-        self.serde = serde
+    def __init__(self, serde: SerializerProtocol, thread: tuple[str, str]) -> None:
+        self.serde, self.thread = serde, thread
+        self.used: set[tuple] = set()  # the keys of what this load read
 
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
         type_tag, blob = data
         key = (type_tag, bytes(blob))
+        self.used.add(key)
         found, value = WRITES.get(key)
         if not found:
             value = self.serde.loads_typed(data)
             if all_have_ids(value):
-                WRITES.keep(key, value, ENTRY_BYTES + len(blob) + held_bytes(value))
+                size = ENTRY_BYTES + len(blob) + held_bytes(value)
+                WRITES.keep(key, value, size, self.thread)
         return own_copy(value)
 
 

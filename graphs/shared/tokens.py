@@ -9,20 +9,26 @@ with the same id), so a message object's count holds for as long as the object l
 
 from __future__ import annotations
 
-import threading
 import weakref
 from collections.abc import Iterable
+from functools import partial
 from typing import Any
 
 from langchain_core.messages import BaseMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
-# id(message) -> (a weak reference to it, its count); entries of dead messages are swept out when
-# the map has doubled since the last sweep (no weakref callbacks: they could run inside the lock).
+# id(message) -> (a weak reference to it, its count). An entry is dropped when its message dies (the
+# reference's callback), so a long-lived server holds the counts of live messages only (a sweep at
+# 10,000 entries kept ~20,000 dead ones, 1.5 MB, in serve after 2,000 runs).
 _counts: dict[int, tuple[weakref.ref, int]] = {}
-_lock = threading.Lock()
-MIN_SWEEP = 10_000
-_sweep_at = MIN_SWEEP
+
+
+def _forget(key: int, ref: weakref.ref) -> None:
+    # No lock: the callback runs in whichever thread drops the message, maybe inside a count. The
+    # message's id is not reused before its callbacks ran, so only a replaced entry is not ours.
+    entry = _counts.get(key)
+    if entry is not None and entry[0] is ref:
+        _counts.pop(key, None)
 
 
 def message_tokens(messages: Iterable[Any]) -> int:
@@ -43,15 +49,6 @@ def tokens_of(message: Any) -> int:
     if found is not None and found[0]() is message:
         return found[1]
     count = count_tokens_approximately([message])
-    with _lock:
-        _counts[id(message)] = (weakref.ref(message), count)
-        if len(_counts) > _sweep_at:
-            _sweep()
+    key = id(message)
+    _counts[key] = (weakref.ref(message, partial(_forget, key)), count)
     return count
-
-
-def _sweep() -> None:
-    global _sweep_at
-    for key in [key for key, (ref, _) in _counts.items() if ref() is None]:
-        del _counts[key]
-    _sweep_at = max(MIN_SWEEP, 2 * len(_counts))
