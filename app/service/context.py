@@ -77,34 +77,46 @@ def limits(settings: Settings) -> dict[str, Any]:
     return settings.model_dump(include=set(LIMITS))
 
 
-def forget_learned_window(settings: Settings) -> str:
-    """Drop the window kept for the configured endpoint and model (a server restarted with a larger
-    one, which it does not report); what was forgotten, in words."""
+def _openai_endpoint(settings: Settings) -> tuple[str, str] | None:
+    """The base URL and model name of an `openai:` model on an OpenAI-compatible server; None for
+    the offline model and for the OpenAI API itself."""
     provider, _, name = settings.model_spec.partition(":")
     base_url = os.environ.get("OPENAI_BASE_URL")
     if provider != "openai" or not name or not base_url:
+        return None
+    return base_url, name
+
+
+def forget_learned_window(settings: Settings) -> str:
+    """Drop the window kept for the configured endpoint and model (a server restarted with a larger
+    one, which it does not report); what was forgotten, in words."""
+    endpoint = _openai_endpoint(settings)
+    if endpoint is None:
         raise UsageError(
             "Only an OpenAI-compatible endpoint has a learned window: set OPENAI_BASE_URL and "
             "--model openai:NAME."
         )
     from app.db.windows import forget_window, load_window
 
-    base = base_url.rstrip("/")
+    base, name = endpoint[0].rstrip("/"), endpoint[1]
     stored = load_window(settings.database, base, name)
     if stored is None:
         return f"no window was kept for {name} at {base}"
     forget_window(settings.database, base, name)
-    return f"forgot the {stored.tokens:,}-token window kept for {name} at {base}; the next overflow teaches it again"
+    return (
+        f"forgot the {stored.tokens:,}-token window kept for {name} at {base}; "
+        "the next overflow teaches it again"
+    )
 
 
 def model_window(settings: Settings) -> ContextWindow | None:
     """The configured endpoint's context window (asked once per process, or learned by an earlier
     one and kept in the settings' database), for `openai:` models on an OpenAI-compatible server;
     None for the offline model and for the OpenAI API itself."""
-    provider, _, name = settings.model_spec.partition(":")
-    base_url = os.environ.get("OPENAI_BASE_URL")
-    if provider != "openai" or not name or not base_url:
+    endpoint = _openai_endpoint(settings)
+    if endpoint is None:
         return None
+    base_url, name = endpoint
     from app.models.window import endpoint_window
 
     # the reply's room: what APP_MAX_OUTPUT_TOKENS says, else the budget's own guess for the window
