@@ -625,6 +625,35 @@ def test_a_run_refused_after_another_carried_its_answer_on_ends_answered(databas
         assert [m.content for m in messages].count("3 + 3 = 6") == 1
 
 
+def test_a_run_refused_before_its_question_was_stored_fails_though_the_last_turn_is_answered(
+    database: str,
+):
+    """A run stores its input checkpoint (the question still in its pending writes), then another
+    instance's turn starts from that checkpoint, which drops the pending question. Refused at its
+    next step, the run must fail so its client sends the question again: the head answers the
+    thread's previous question, not this one (on Aegra, 1 turn in ~4 x 40 was reported answered
+    and lost)."""
+    context = make_context(load_settings())
+    config = {"configurable": {"thread_id": "refused-at-input"}}
+    first, dropped, overtaking = question(1, 1), question(3, 3), question(2, 2)
+    with two_instances(database, "react", first, config) as (other, graph, mine):
+        store = mine.put
+
+        def overtaken_once_its_input_is_stored(*put: Any) -> Any:
+            stored = store(*put)
+            if put[2].get("source") == "input":
+                mine.put = store
+                ask(other, overtaking, config, context)
+            return stored
+
+        mine.put = overtaken_once_its_input_is_stored
+        with pytest.raises(ThreadChangedError):
+            ask(graph, dropped, config, context)
+        messages = other.get_state(config).values["messages"]
+        kept_turns = [kept_in(messages, asked) for asked in (first, overtaking, dropped)]
+        assert kept_turns == [True, True, False]
+
+
 def test_a_replay_refused_after_its_answer_fails_though_the_head_answers_that_question(
     database: str,
 ):

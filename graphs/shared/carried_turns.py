@@ -9,9 +9,20 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, AnyMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph.types import StateSnapshot
 
 from graphs.shared.guard_rows import ThreadChangedError
 from graphs.shared.messages import is_notice
+
+
+def carried_on(turn: StateSnapshot, head: StateSnapshot) -> bool:
+    """Whether the head holds the refused run's turn (`turn`: the checkpoint its refused step
+    followed), answered. Not when that is the run's input checkpoint: its question is still in the
+    checkpoint's pending writes, which a run starting from it drops, and the messages stored there
+    end with the thread's previous turn, answered."""
+    if (turn.metadata or {}).get("source") == "input":
+        return False
+    return answered_on_thread(messages_of(turn.values), messages_of(head.values))
 
 
 def answered_on_thread(turn: Sequence[AnyMessage], head: Sequence[AnyMessage]) -> bool:

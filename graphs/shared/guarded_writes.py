@@ -20,12 +20,7 @@ from langgraph._internal._constants import CONFIG_KEY_RUNTIME  # in a run's conf
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 
-from graphs.shared.carried_turns import (
-    answered_on_thread,
-    head_config,
-    messages_of,
-    turn_config,
-)
+from graphs.shared.carried_turns import carried_on, head_config, turn_config
 from graphs.shared.guard_rows import (
     Row,
     ThreadChangedError,
@@ -94,19 +89,19 @@ class GuardedCopies(CompiledStateGraph[Any, RunContext, Any, Any]):
 
     def _answered(self, turn: RunnableConfig, head: RunnableConfig) -> bool:
         try:
-            then, now = self.get_state(turn).values, self.get_state(head).values
+            then, now = self.get_state(turn), self.get_state(head)
         except Exception:  # unread, the refusal stands: its client sends the turn again
             log.warning("the thread of a refused run could not be read", exc_info=True)
             return False
-        return answered_on_thread(messages_of(then), messages_of(now))
+        return carried_on(then, now)
 
     async def _aanswered(self, turn: RunnableConfig, head: RunnableConfig) -> bool:
         try:
-            then, now = (await self.aget_state(turn)).values, (await self.aget_state(head)).values
+            then, now = await self.aget_state(turn), await self.aget_state(head)
         except Exception:  # unread, the refusal stands: its client sends the turn again
             log.warning("the thread of a refused run could not be read", exc_info=True)
             return False
-        return answered_on_thread(messages_of(then), messages_of(now))
+        return carried_on(then, now)
 
 
 def _ended_as_answered(refused: ThreadChangedError) -> None:
