@@ -1,0 +1,85 @@
+"""A run starts from the head its thread's last run on this server left, without loading it again,
+and loads it when anything else moved the head meanwhile (a state edit)."""
+
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+from langgraph.types import StateSnapshot
+
+from app.config import load_settings
+from app.server.api import create_app
+from app.server.standard.heads import KnownHeads
+from app.service import head
+
+
+@pytest.fixture
+def client() -> TestClient:
+    return TestClient(create_app(load_settings()), base_url="http://localhost")
+
+
+@pytest.fixture
+def loads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The threads whose head a session loaded in full (from the stored checkpoints)."""
+    loaded: list[str] = []
+    load_state = head.load_state
+
+    def counted(graph, thread_id):  # type: ignore[no-untyped-def]
+        loaded.append(thread_id)
+        return load_state(graph, thread_id)
+
+    monkeypatch.setattr(head, "load_state", counted)
+    return loaded
+
+
+def wait(client: TestClient, thread: str, text: str) -> dict:
+    body = {
+        "assistant_id": "waypoint",
+        "input": {"messages": [{"role": "user", "content": text}]},
+        "if_not_exists": "create",
+    }
+    answer = client.post(f"/threads/{thread}/runs/wait", json=body)
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def test_a_run_starts_from_the_head_the_threads_last_run_here_left(
+    client: TestClient, loads: list[str]
+):
+    wait(client, "t", "what is 2 plus 3")
+    loads.clear()
+    values = wait(client, "t", "what is 4 plus 5")
+    assert loads == []
+    assert values["turn"] == 2 and "9" in values["messages"][-1]["content"]
+
+
+def test_a_head_moved_since_the_last_run_here_is_loaded_again(client: TestClient, loads: list[str]):
+    wait(client, "e", "what is 2 plus 3")
+    edit = {"values": {"turn": 10}, "as_node": "finalize"}
+    assert client.post("/threads/e/state", json=edit).status_code == 200
+    loads.clear()
+    values = wait(client, "e", "what is 4 plus 5")
+    assert loads == ["e"]
+    assert values["turn"] == 11
+
+
+def test_a_deleted_threads_head_is_not_kept(client: TestClient):
+    wait(client, "d", "what is 2 plus 3")
+    heads = client.app.state.runs.heads
+    assert heads.take("d", "react") is not None
+    wait(client, "d", "what is 4 plus 5")
+    assert client.delete("/threads/d").status_code == 204
+    assert heads.take("d", "react") is None
+
+
+def snapshot(name: str) -> StateSnapshot:
+    config = {"configurable": {"checkpoint_id": name}}
+    return StateSnapshot({}, (), config, None, None, None, (), ())
+
+
+def test_the_least_recently_run_threads_head_goes_first():
+    heads = KnownHeads(most=2)
+    for thread in ("a", "b", "c"):
+        heads.keep(thread, "react", snapshot(thread))
+    assert heads.take("a", "react") is None
+    assert heads.take("c", "react") == snapshot("c") and len(heads) == 1
