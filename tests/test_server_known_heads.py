@@ -1,15 +1,18 @@
 """A run starts from the head its thread's last run on this server left, without loading it again,
-and loads it when anything else moved the head meanwhile (a state edit)."""
+and loads it when anything else moved the head meanwhile (a state edit); its messages' JSON is
+reused, so a run dumps only the messages new to it."""
 
 from __future__ import annotations
 
 import pytest
 from fastapi.testclient import TestClient
+from langchain_core.messages import BaseMessage
 from langgraph.types import StateSnapshot
 
 from app.config import load_settings
 from app.server.api import create_app
 from app.server.standard.heads import KnownHeads
+from app.server.standard.wire import MessageDumps
 from app.service import head
 
 
@@ -63,6 +66,26 @@ def test_a_head_moved_since_the_last_run_here_is_loaded_again(client: TestClient
     assert values["turn"] == 11
 
 
+def test_a_run_dumps_only_the_messages_new_to_it(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+):
+    for n in range(9):
+        wait(client, "j", f"what is {n} plus 1")
+    dumped: list[str | None] = []
+    model_dump = BaseMessage.model_dump
+
+    def counted(message, **options):  # type: ignore[no-untyped-def]
+        dumped.append(message.id)
+        return model_dump(message, **options)
+
+    monkeypatch.setattr(BaseMessage, "model_dump", counted)
+    values = wait(client, "j", "what is 9 plus 1")
+    # the run's 4 messages and the last run's 4 (read back as other objects), some of them more
+    # than once (the input, the checkpoints), not the conversation's 36 others
+    assert len(values["messages"]) == 40 and len(dumped) < 20
+    assert values == client.get("/threads/j/state").json()["values"]
+
+
 def test_a_deleted_threads_head_is_not_kept(client: TestClient):
     wait(client, "d", "what is 2 plus 3")
     heads = client.app.state.runs.heads
@@ -80,6 +103,7 @@ def snapshot(name: str) -> StateSnapshot:
 def test_the_least_recently_run_threads_head_goes_first():
     heads = KnownHeads(most=2)
     for thread in ("a", "b", "c"):
-        heads.keep(thread, "react", snapshot(thread))
+        heads.keep(thread, "react", snapshot(thread), MessageDumps())
     assert heads.take("a", "react") is None
-    assert heads.take("c", "react") == snapshot("c") and len(heads) == 1
+    known = heads.take("c", "react")
+    assert known is not None and known.head == snapshot("c") and len(heads) == 1

@@ -1,16 +1,25 @@
-"""The head each recent run on this server left on its thread, so the thread's next run here starts
-from it instead of loading it again (one read of the head's id checks it is still the head)."""
+"""The head each recent run on this server left on its thread, with its messages' JSON, so the
+thread's next run here starts from it instead of loading it again (one read of the head's id checks
+it is still the head) and dumps only the messages it adds."""
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from typing import NamedTuple
 
 from langgraph.types import StateSnapshot
 
-# Threads whose last head this server keeps: the recently run ones (8 clients use 8); each head
-# refers to its thread's messages, which the checkpointer's decoded caches hold anyway
+from app.server.standard.wire import MessageDumps
+
+# Threads whose last head this server keeps: the recently run ones (8 clients use 8). A head refers
+# to its thread's messages, which the checkpointer's decoded caches hold while the thread is used
 MAX_KNOWN_HEADS = 32
+
+
+class KnownHead(NamedTuple):
+    head: StateSnapshot
+    dumps: MessageDumps  # the JSON of the head's messages (dumped by the run that left it)
 
 
 class KnownHeads:
@@ -19,16 +28,19 @@ class KnownHeads:
 
     def __init__(self, most: int = MAX_KNOWN_HEADS) -> None:
         self.most = most
-        self._heads: OrderedDict[tuple[str, str], StateSnapshot] = OrderedDict()
+        self._heads: OrderedDict[tuple[str, str], KnownHead] = OrderedDict()
         self._lock = threading.Lock()
 
-    def take(self, thread_id: str, strategy: str) -> StateSnapshot | None:
+    def take(self, thread_id: str, strategy: str) -> KnownHead | None:
         with self._lock:
             return self._heads.pop((thread_id, strategy), None)
 
-    def keep(self, thread_id: str, strategy: str, head: StateSnapshot) -> None:
+    def keep(self, thread_id: str, strategy: str, head: StateSnapshot, dumps: MessageDumps) -> None:
+        """Keep `head` and the dumps of its messages (only those: the others are not needed)."""
+        messages = head.values.get("messages") if isinstance(head.values, dict) else None
+        known = KnownHead(head, dumps.kept_for(messages or ()))
         with self._lock:
-            self._heads[(thread_id, strategy)] = head
+            self._heads[(thread_id, strategy)] = known
             self._heads.move_to_end((thread_id, strategy))
             while len(self._heads) > self.most:
                 self._heads.popitem(last=False)

@@ -3,7 +3,7 @@ read back. Messages travel as their pydantic dump (`type`, `content`, `id`, `too
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, convert_to_messages
@@ -28,6 +28,18 @@ class MessageDumps:
         if found is None or found[0] is not message:
             found = self._by_id[id(message)] = (message, message.model_dump(mode="json"))
         return found[1]
+
+    def kept_for(self, messages: Iterable[Any]) -> MessageDumps:
+        """The dumps of `messages` only (a thread's next run needs no others)."""
+        kept = MessageDumps()
+        for message in messages:
+            found = self._by_id.get(id(message))
+            if found is not None and found[0] is message:
+                kept._by_id[id(message)] = found
+        return kept
+
+    def __len__(self) -> int:
+        return len(self._by_id)
 
 
 def jsonable(value: Any, dumps: MessageDumps | None = None) -> Any:
