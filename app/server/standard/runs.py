@@ -45,6 +45,7 @@ from app.errors import AppError, ConflictError, NotFoundError, ThreadBusyError, 
 from app.server.errors import ForbiddenError, error_body
 from app.server.standard.assistants import Assistant, assistant, graph_id_of
 from app.server.standard.heads import KnownHeads
+from app.server.standard.run_workers import RunWorkers
 from app.server.standard.wire import (
     MessageDumps,
     checkpoint_json,
@@ -330,6 +331,7 @@ class Runs:
         self._tidied = 0.0  # when tidy_when_idle last tidied (time.monotonic)
         # Loading a thread's head at a run's start was 3-5 % of serve's CPU at 8 clients
         self.heads = KnownHeads()
+        self.workers = RunWorkers()
 
     @contextlib.contextmanager
     def records(self) -> Iterator[RunTable]:
@@ -610,13 +612,10 @@ def _start_worker(
     strategy: str,
     takeover: Takeover | None = None,
 ) -> None:
-    worker = threading.Thread(
-        target=_work,
-        args=(settings, runs, run, request, spec, policy, strategy, takeover),
+    runs.workers.start(
+        lambda: _work(settings, runs, run, request, spec, policy, strategy, takeover),
         name=f"run-{run.run_id[:8]}",
-        daemon=True,
     )
-    worker.start()
 
 
 def _nodes_must_exist(found: Assistant, request: RunRequest) -> None:
