@@ -47,7 +47,9 @@ from app.server.standard.assistants import Assistant, assistant, graph_id_of
 from app.server.standard.heads import KnownHeads
 from app.server.standard.run_workers import RunWorkers
 from app.server.standard.wire import (
+    LazyJson,
     MessageDumps,
+    as_data,
     checkpoint_json,
     jsonable,
     user_message_id,
@@ -1002,7 +1004,7 @@ class StandardSink:
         if isinstance(event, MessageOut):
             return "messages", [jsonable(event.message), jsonable(event.metadata)], event.namespace
         if isinstance(event, StateValues):
-            return "values", jsonable(event.values, self.run.dumps), event.namespace
+            return "values", LazyJson(event.values, self.run.dumps), event.namespace
         if isinstance(event, NodeUpdate):
             return "updates", {event.node: jsonable(event.update)}, event.namespace
         if isinstance(event, GraphChunk):
@@ -1096,7 +1098,7 @@ async def stream_events(run: Run, *, cancel_on_disconnect: bool) -> AsyncIterato
             name, data = await queue.get()
             if name == END:
                 return
-            yield name, data
+            yield name, as_data(data)
     finally:
         run.unsubscribe(listen)
         if cancel_on_disconnect and not run.done.is_set():
