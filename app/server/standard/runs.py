@@ -555,6 +555,54 @@ def stop_run(runs: Runs, run: AnyRun, action: str) -> None:
 def start_run(settings: Settings, runs: Runs, thread_id: str, request: RunRequest) -> Run:
     """Check the request, make the run and start its worker. Problems a client can fix (a bad
     context, a missing thread, a busy one with `reject`) are raised here, before anything runs."""
+    run, work = _made_run(settings, runs, thread_id, request)
+    runs.workers.start(work, name=_worker_name(run))
+    return run
+
+
+async def started_run(settings: Settings, runs: Runs, thread_id: str, request: RunRequest) -> Run:
+    """`start_run` for the event loop: the run is made on the worker thread it then runs on, one
+    thread hop less than making it in the loop's executor and starting a worker from there."""
+    loop = asyncio.get_running_loop()
+    made: asyncio.Future[Run] = loop.create_future()
+
+    def make_then_work() -> None:
+        try:
+            run, work = _made_run(settings, runs, thread_id, request)
+        except BaseException as exc:  # the request's error (a 4xx), raised in the loop
+            _resolve_soon(loop, made, exc)
+            return
+        _resolve_soon(loop, made, run)
+        threading.current_thread().name = _worker_name(run)
+        work()
+
+    runs.workers.start(make_then_work, name="run-new")
+    return await made
+
+
+def _resolve_soon(
+    loop: asyncio.AbstractEventLoop, future: asyncio.Future[Run], outcome: Run | BaseException
+) -> None:
+    def resolve() -> None:
+        if future.done():  # the client went away meanwhile
+            return
+        if isinstance(outcome, BaseException):
+            future.set_exception(outcome)
+        else:
+            future.set_result(outcome)
+
+    with contextlib.suppress(RuntimeError):  # the loop closed: nobody is waiting
+        loop.call_soon_threadsafe(resolve)
+
+
+def _worker_name(run: Run) -> str:
+    return f"run-{run.run_id[:8]}"
+
+
+def _made_run(
+    settings: Settings, runs: Runs, thread_id: str, request: RunRequest
+) -> tuple[Run, Callable[[], None]]:
+    """The checked request's run, stored, and the work that runs it (on a worker thread)."""
     found = assistant(request.assistant_id, settings)
     if found.context:  # a client's own assistant: its context, under the run's own
         request.context = {**found.context, **(request.context or {})}
@@ -585,8 +633,7 @@ def start_run(settings: Settings, runs: Runs, thread_id: str, request: RunReques
         request.model_dump(exclude_none=True, include=STORED_KWARGS),
     )
     runs.add(run)
-    _start_worker(settings, runs, run, request, spec, policy, found.strategy)
-    return run
+    return run, lambda: _work(settings, runs, run, request, spec, policy, found.strategy)
 
 
 # What a run's record keeps of its request: what the client is shown as the run's `kwargs`, and
@@ -623,7 +670,7 @@ def _start_worker(
 ) -> None:
     runs.workers.start(
         lambda: _work(settings, runs, run, request, spec, policy, strategy, takeover),
-        name=f"run-{run.run_id[:8]}",
+        name=_worker_name(run),
     )
 
 
