@@ -74,3 +74,20 @@ def test_a_failing_run_leaves_its_thread_usable():
 
     assert run(workers, fails).wait(WAIT)
     assert run(workers, lambda: None).wait(WAIT)
+
+
+def test_a_thread_idle_too_long_ends_and_frees_what_it_kept():
+    retired = threading.Event()
+    workers = RunWorkers(on_retire=retired.set, idle_seconds=0.01)
+    assert run(workers, lambda: None).wait(WAIT)
+    assert retired.wait(WAIT)
+    assert workers.idle() == 0
+
+
+def test_closing_ends_the_idle_threads():
+    retired = threading.Event()
+    workers = RunWorkers(on_retire=retired.set)
+    assert run(workers, lambda: None).wait(WAIT)
+    until_idle(workers)
+    workers.close()
+    assert retired.wait(WAIT) and workers.idle() == 0

@@ -13,17 +13,27 @@ from collections.abc import Callable
 log = logging.getLogger(__name__)
 
 # Idle threads kept for the next runs (more than the runs a server usually runs at once); a thread
-# that ends a run with this many idle already ends too
+# that ends a run with this many idle already ends too, and so does one idle for IDLE_SECONDS
 KEEP_IDLE = 16
+IDLE_SECONDS = 60.0
 IDLE_NAME = "run-idle"
 
 
 class RunWorkers:
     """Run each job on a thread of its own for as long as it lasts, reusing idle threads."""
 
-    def __init__(self, keep: int = KEEP_IDLE) -> None:
+    def __init__(
+        self,
+        keep: int = KEEP_IDLE,
+        on_retire: Callable[[], None] | None = None,
+        idle_seconds: float = IDLE_SECONDS,
+    ) -> None:
+        """`on_retire`: called on a thread that ends (more than `keep` idle, idle `idle_seconds`,
+        or `close`), to free what it kept (its runtime)."""
         self.keep = keep
-        self._idle: list[queue.SimpleQueue[Callable[[], None]]] = []
+        self.on_retire = on_retire
+        self.idle_seconds = idle_seconds
+        self._idle: list[queue.SimpleQueue[Callable[[], None] | None]] = []
         self._lock = threading.Lock()
 
     def start(self, job: Callable[[], None], name: str) -> None:
@@ -40,17 +50,41 @@ class RunWorkers:
         with self._lock:
             return len(self._idle)
 
-    def _serve(self, jobs: queue.SimpleQueue[Callable[[], None]]) -> None:
-        while True:
-            job = jobs.get()
+    def close(self) -> None:
+        """End the idle threads (the server stops); a running job ends on its own."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for jobs in idle:
+            jobs.put(None)
+
+    def _serve(self, jobs: queue.SimpleQueue[Callable[[], None] | None]) -> None:
+        while (job := self._next(jobs)) is not None:
             try:
                 job()
             except BaseException:  # a job handles its own errors; this is a bug in one
                 log.exception("a run's worker failed")
             with self._lock:
-                if len(self._idle) >= self.keep:
-                    return
-                self._idle.append(jobs)
+                retire = len(self._idle) >= self.keep
+                if not retire:
+                    self._idle.append(jobs)
+            if retire:
+                break
+        if self.on_retire is not None:
+            contextvars.Context().run(self.on_retire)
+
+    def _next(
+        self, jobs: queue.SimpleQueue[Callable[[], None] | None]
+    ) -> Callable[[], None] | None:
+        """The thread's next job; None when it was idle `idle_seconds` (and nobody took it
+        meanwhile) or is told to end."""
+        try:
+            return jobs.get(timeout=self.idle_seconds)
+        except queue.Empty:
+            with self._lock:
+                if jobs in self._idle:
+                    self._idle.remove(jobs)
+                    return None
+            return jobs.get()  # taken just now: its job is on the way
 
 
 def _named(job: Callable[[], None], name: str) -> None:

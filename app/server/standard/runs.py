@@ -46,6 +46,7 @@ from app.errors import AppError, ConflictError, NotFoundError, ThreadBusyError, 
 from app.server.errors import ForbiddenError, error_body
 from app.server.standard.assistants import Assistant, assistant, graph_id_of
 from app.server.standard.heads import KnownHeads
+from app.server.standard.kept_runtimes import close_kept_runtime, kept_runtime
 from app.server.standard.run_workers import RunWorkers
 from app.server.standard.wire import (
     LazyJson,
@@ -73,7 +74,7 @@ from app.service.events import (
     as_json,
 )
 from app.service.replay import rerun_at_once
-from app.service.runtime import Runtime, open_runtime, tidy_heap
+from app.service.runtime import Runtime, tidy_heap
 from app.service.session import ChatSession, TurnInterrupted
 from graphs.run_settings import ApprovalPolicy
 from graphs.spec import RunSpec
@@ -334,7 +335,7 @@ class Runs:
         self._tidied = 0.0  # when tidy_when_idle last tidied (time.monotonic)
         # Loading a thread's head at a run's start was 3-5 % of serve's CPU at 8 clients
         self.heads = KnownHeads()
-        self.workers = RunWorkers()
+        self.workers = RunWorkers(on_retire=close_kept_runtime)
 
     @contextlib.contextmanager
     def kept_database(self) -> Iterator[Database]:
@@ -865,8 +866,9 @@ def _strategy_of(request: RunRequest, strategy: str) -> str | None:
 
 @contextlib.contextmanager
 def _runtime(settings: Settings, spec: RunSpec, policy: ApprovalPolicy) -> Iterator[Runtime]:
-    """The server's runtime with what the run's context chose (the rest is the server's)."""
-    with open_runtime(settings.with_run(spec), approval=policy) as runtime:
+    """The server's runtime with what the run's context chose (the rest is the server's), kept by
+    the worker thread for its next run with the same settings."""
+    with kept_runtime(settings.with_run(spec), policy) as runtime:
         if spec.tools is None:
             yield runtime
             return
