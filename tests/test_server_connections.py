@@ -11,18 +11,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.config import load_settings
-from app.server.api import create_app
 from app.server.standard.kept_runtimes import close_kept_runtime, kept_runtime
-
-
-def wait(client: TestClient, thread: str, text: str) -> None:
-    body = {
-        "assistant_id": "waypoint",
-        "input": {"messages": [{"role": "user", "content": text}]},
-        "if_not_exists": "create",
-    }
-    answer = client.post(f"/threads/{thread}/runs/wait", json=body)
-    assert answer.status_code == 200, answer.text
+from tests.app_client import app_client, wait
 
 
 def until_idle(client: TestClient) -> None:
@@ -35,7 +25,7 @@ def until_idle(client: TestClient) -> None:
 
 
 def test_a_run_on_a_thread_that_exists_opens_no_connection(monkeypatch: pytest.MonkeyPatch):
-    client = TestClient(create_app(load_settings()), base_url="http://localhost")
+    client = app_client()
     wait(client, "c", "what is 1 plus 1")
     until_idle(client)
     opened: list[str] = []
@@ -51,7 +41,7 @@ def test_a_run_on_a_thread_that_exists_opens_no_connection(monkeypatch: pytest.M
 
 
 def test_a_missing_thread_is_still_made_or_refused():
-    client = TestClient(create_app(load_settings()), base_url="http://localhost")
+    client = app_client()
     wait(client, "made", "what is 1 plus 1")
     body = {"assistant_id": "waypoint", "input": {"messages": [{"role": "user", "content": "hi"}]}}
     answer = client.post("/threads/missing/runs/wait", json=body)

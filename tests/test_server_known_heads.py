@@ -9,16 +9,15 @@ from fastapi.testclient import TestClient
 from langchain_core.messages import BaseMessage
 from langgraph.types import StateSnapshot
 
-from app.config import load_settings
-from app.server.api import create_app
 from app.server.standard.heads import KnownHeads
 from app.server.standard.wire import MessageDumps
 from app.service import head
+from tests.app_client import app_client, wait
 
 
 @pytest.fixture
 def client() -> TestClient:
-    return TestClient(create_app(load_settings()), base_url="http://localhost")
+    return app_client()
 
 
 @pytest.fixture
@@ -33,17 +32,6 @@ def loads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     monkeypatch.setattr(head, "load_state", counted)
     return loaded
-
-
-def wait(client: TestClient, thread: str, text: str) -> dict:
-    body = {
-        "assistant_id": "waypoint",
-        "input": {"messages": [{"role": "user", "content": text}]},
-        "if_not_exists": "create",
-    }
-    answer = client.post(f"/threads/{thread}/runs/wait", json=body)
-    assert answer.status_code == 200, answer.text
-    return answer.json()
 
 
 def test_a_run_starts_from_the_head_the_threads_last_run_here_left(
