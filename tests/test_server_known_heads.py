@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import pytest
 from fastapi.testclient import TestClient
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import BaseMessage, HumanMessage
 from langgraph.types import StateSnapshot
 
+from app.server.standard import heads as heads_module
 from app.server.standard.heads import KnownHeads
 from app.server.standard.wire import MessageDumps
 from app.service import head
@@ -95,3 +96,18 @@ def test_the_least_recently_run_threads_head_goes_first():
     assert heads.take("a", "react") is None
     known = heads.take("c", "react")
     assert known is not None and known.head == snapshot("c") and len(heads) == 1
+
+
+def test_only_the_newest_messages_json_is_kept_with_a_head(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(heads_module, "MAX_KEPT_DUMPS", 2)
+    messages = [HumanMessage(f"message {n}", id=f"h{n}") for n in range(3)]
+    dumps = MessageDumps()
+    for message in messages:
+        dumps.of(message)
+    heads = KnownHeads()
+    heads.keep(
+        "t", "react", StateSnapshot({"messages": messages}, (), {}, None, None, None, (), ()), dumps
+    )
+    known = heads.take("t", "react")
+    assert known is not None and len(known.dumps) == 2
+    assert len(known.dumps.kept_for(messages[1:])) == 2  # the two newest
