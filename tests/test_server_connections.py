@@ -56,6 +56,8 @@ def test_a_worker_keeps_its_runtime_for_the_same_settings_only():
         assert again is first
     with kept_runtime(settings, "auto") as other:
         assert other is not first
+    with kept_runtime(settings.model_copy(update={"user": "bob"}), "auto") as bobs:
+        assert bobs is not other and bobs.user == "bob"  # another user's memory, never reused
     close_kept_runtime()
 
 
