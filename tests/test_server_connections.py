@@ -11,7 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.config import load_settings
-from app.server.standard.kept_runtimes import close_kept_runtime, kept_runtime
+from app.server.standard.kept_runtimes import KEPT_HISTORIES, close_kept_runtime, kept_runtime
 from tests.app_client import app_client, wait
 
 
@@ -68,4 +68,10 @@ def test_a_run_that_failed_leaves_no_runtime_to_reuse():
     with kept_runtime(settings, "ask") as next_one:
         assert next_one is not failed
         assert next_one.database.thread_exists("any") is False
+    close_kept_runtime()
+
+
+def test_a_kept_runtime_keeps_fewer_histories_than_a_repls():
+    with kept_runtime(load_settings(), "ask") as runtime:
+        assert runtime.saver.loaded_histories._histories.entries == KEPT_HISTORIES  # type: ignore[attr-defined]
     close_kept_runtime()
