@@ -11,11 +11,10 @@ from fastapi.responses import JSONResponse
 from fastapi.testclient import TestClient
 from langchain_core.messages import AIMessage, HumanMessage
 
-from app.config import load_settings
-from app.server.api import create_app
 from app.server.standard.run_streams import ValuesResponse
 from app.server.standard.wire import jsonable
 from app.service import api
+from tests.app_client import app_client, wait
 
 
 def test_a_state_is_answered_byte_for_byte_as_starlette_would():
@@ -39,18 +38,7 @@ def test_an_integer_over_64_bits_is_still_answered():
 
 @pytest.fixture
 def client() -> TestClient:
-    return TestClient(create_app(load_settings()), base_url="http://localhost")
-
-
-def wait(client: TestClient, thread: str, text: str) -> dict:
-    body = {
-        "assistant_id": "waypoint",
-        "input": {"messages": [{"role": "user", "content": text}]},
-        "if_not_exists": "create",
-    }
-    answer = client.post(f"/threads/{thread}/runs/wait", json=body)
-    assert answer.status_code == 200, answer.text
-    return answer.json()
+    return app_client()
 
 
 def test_a_run_that_ran_to_its_end_answers_the_head_it_streamed_without_rebuilding_it(

@@ -31,6 +31,7 @@ commands = command_group()
         "serve",
         "serve --host 0.0.0.0 --port 8080 --allowed-host waypoint.lan",
         "APP_API_TOKEN=s3cret waypoint serve --approve auto",
+        "serve --access-log",
     )
 )
 def serve(
@@ -58,6 +59,13 @@ def serve(
             ),
         ),
     ] = None,
+    access_log: Annotated[
+        bool,
+        typer.Option(
+            "--access-log/--no-access-log",
+            help="Log a line per request on stderr (off by default, as in `langgraph dev`).",
+        ),
+    ] = False,
 ) -> None:
     """Serve the HTTP API and the web page (at /).
 
@@ -101,6 +109,8 @@ def serve(
         host=host,
         port=port,
         log_level="info",
+        # A line per request was ~2.5 % of serve's CPU at 8 clients; errors are logged either way
+        access_log=access_log,
         http=timed_protocol(settings.request_timeout),
         timeout_keep_alive=max(1, round(settings.idle_timeout)),
     )

@@ -60,6 +60,7 @@ def create_app(
                 yield
         finally:
             keeper.stop()
+            runs.workers.close()
             runs.close()
 
     app = FastAPI(

@@ -44,6 +44,11 @@ class HeadCache:
     def forget(self) -> None:
         self._snapshot = None
 
+    def assume(self, snapshot: StateSnapshot) -> None:
+        """A head known from elsewhere (the server's last run on this thread), used while it is
+        still the head: `load` checks it first, as it checks a head it saw itself."""
+        self._snapshot = snapshot
+
     def run_started(self) -> None:
         self._snapshot, self._last_checkpoint, self._paused = None, None, False
 

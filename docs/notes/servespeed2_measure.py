@@ -1,5 +1,6 @@
 """serve and `langgraph dev` under the 8-client workload of bench/serve_speed.py: runs/s, p95,
-median and each server's CPU per run (its process and children, from /proc, over the timed part).
+median and each server's CPU per run (its process and children, from /proc, over the timed part),
+and its RSS at the end (its process only).
 Run from a tree: PYTHONPATH=. python docs/notes/servespeed2_measure.py 20 [serve] [dev]"""
 
 from __future__ import annotations
@@ -14,17 +15,21 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from bench.measure import p95
-from bench.serve_memory import serve_process
+from bench.serve_memory import rss_mib, serve_process
 from bench.serve_speed import CLIENTS, _runs, langgraph_dev
 from bench.workloads import clean_env
 
 
 def cpu_seconds(pid: int) -> float:
-    """utime + stime of `pid` and its children (langgraph dev may run its server in a child)."""
+    """utime + stime of `pid` and its children (langgraph dev may run its server in a child; one
+    that has ended since pgrep saw it counts nothing)."""
     children = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
     total = 0.0
     for process in [pid, *map(int, children.split())]:
-        fields = Path(f"/proc/{process}/stat").read_text().rsplit(")", 1)[1].split()
+        try:
+            fields = Path(f"/proc/{process}/stat").read_text().rsplit(")", 1)[1].split()
+        except FileNotFoundError:
+            continue
         total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     return total
 
@@ -41,7 +46,7 @@ def measured(pid: int, base: str, runs: int) -> str:
     return (
         f"{count / elapsed:.1f} runs/s, p95 {1000 * p95(latencies):.0f} ms, median "
         f"{1000 * latencies[count // 2]:.0f} ms, CPU {1000 * cpu / count:.1f} ms/run "
-        f"({cpu / elapsed:.2f} cores), load {os.getloadavg()[0]:.1f}"
+        f"({cpu / elapsed:.2f} cores), RSS {rss_mib(pid):.0f} MiB, load {os.getloadavg()[0]:.1f}"
     )
 
 

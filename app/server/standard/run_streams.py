@@ -25,7 +25,7 @@ from app.server.standard.runs import (
     error_event,
     first_problem,
     record_values,
-    start_run,
+    started_run,
     stream_events,
     until_set,
 )
@@ -55,7 +55,7 @@ async def streamed_run(request: Request, thread_id: str, body: RunRequest) -> St
     """Start a run and answer with its events; a problem before its first event (a busy thread,
     bad input) is a plain HTTP error instead."""
     settings, runs = request.app.state.settings, runs_of(request)
-    run = await asyncio.to_thread(start_run, settings, runs, thread_id, body)
+    run = await started_run(settings, runs, thread_id, body)
     return await run_events(run, body)
 
 

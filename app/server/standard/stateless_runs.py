@@ -16,7 +16,7 @@ from fastapi.responses import StreamingResponse
 
 from app.errors import NotFoundError
 from app.server.standard.run_streams import SSE_RESPONSE, outcome, run_events, runs_of
-from app.server.standard.runs import Run, RunRequest, start_run, until_set
+from app.server.standard.runs import Run, RunRequest, started_run, until_set
 from app.server.users import Caller, CurrentUser, owned_metadata, server_database
 from app.service import api
 
@@ -86,7 +86,7 @@ async def start_stateless(
 
     await asyncio.to_thread(create)
     try:
-        run = await asyncio.to_thread(start_run, settings, runs, thread_id, body)
+        run = await started_run(settings, runs, thread_id, body)
     except Exception:
         await asyncio.to_thread(delete)
         raise

@@ -25,7 +25,7 @@ from app.server.standard.run_streams import (
     runs_of,
     streamed_run,
 )
-from app.server.standard.runs import AnyRun, Run, RunRequest, start_run, stop_run, until_set
+from app.server.standard.runs import AnyRun, Run, RunRequest, started_run, stop_run, until_set
 from app.server.users import (
     Caller,
     CurrentUser,
@@ -70,7 +70,7 @@ async def wait_run(  # no return hint: FastAPI would take it for the response mo
     """A run, answered with the thread's values when it ends."""
     settings = request.app.state.settings
     await _claimed(settings, caller, thread_id, body)
-    run = await asyncio.to_thread(start_run, settings, runs_of(request), thread_id, body)
+    run = await started_run(settings, runs_of(request), thread_id, body)
     await until_set(run, run.done)
     return outcome(run)
 
@@ -83,7 +83,7 @@ async def create_run(
     the same database)."""
     settings = request.app.state.settings
     await _claimed(settings, caller, thread_id, body)
-    run = await asyncio.to_thread(start_run, settings, runs_of(request), thread_id, body)
+    run = await started_run(settings, runs_of(request), thread_id, body)
     return run.as_json()
 
 

@@ -155,8 +155,9 @@ def update_thread(
 
 
 @router.delete("/threads/{thread_id}", status_code=204)
-def delete_thread(thread_id: OwnedThreadId, database: Db) -> Response:
+def delete_thread(request: Request, thread_id: OwnedThreadId, database: Db) -> Response:
     api.delete_thread(database, thread_id)  # its runs' records go with it
+    request.app.state.runs.heads.forget(thread_id)  # and the head its last run here left
     return Response(status_code=204)
 
 
