@@ -665,7 +665,7 @@ def _start_worker(
     run: Run,
     request: RunRequest,
     spec: RunSpec,
-    policy: str,
+    policy: ApprovalPolicy,
     strategy: str,
     takeover: Takeover | None = None,
 ) -> None:
