@@ -12,6 +12,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from app.config import load_settings
 from app.server.standard import runs
 from app.server.standard.runs import Run, Runs, StandardSink
+from app.server.standard.wire import as_data
 from app.service import runtime
 from app.service.events import NodeUpdate, StateValues
 
@@ -27,7 +28,7 @@ def test_the_values_events_of_a_run_share_each_messages_json():
     answer = AIMessage("42", id="a1")
     sink.emit(StateValues({"messages": [question]}))
     sink.emit(StateValues({"messages": [question, answer]}))
-    (_, first), (_, second) = run.kept_events()
+    (_, first), (_, second) = [(name, as_data(data)) for name, data in run.kept_events()]
     assert second["messages"] == [question.model_dump(mode="json"), answer.model_dump(mode="json")]
     assert first["messages"][0] is second["messages"][0]  # one dump, not one per event
 
