@@ -14,6 +14,7 @@ from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGenerationChunk
 from langchain_openai import ChatOpenAI
+from pydantic import PrivateAttr
 
 from graphs.shared.deadline import TurnTimeSpentError, model_deadline, seconds_left
 from graphs.shared.model_errors import (
@@ -59,7 +60,9 @@ class CompatibleChatOpenAI(ChatOpenAI):
       Ollama and LM Studio reject null content next to tool calls;
     - a streamed step that brings neither text nor a tool call is asked once more without
       streaming: llama-cpp-python answers a streamed request with automatic tool choice with
-      an empty stream, and the same request unstreamed with the tool calls;
+      an empty stream (after evaluating the whole prompt), and the same request unstreamed with
+      the tool calls; once an endpoint has done that, its later steps with tools go unstreamed
+      at once (`_tool_streams_empty`);
     - a tool-call chunk that repeats its call's name (llama-cpp-python sends name and id in every
       chunk) loses the repeat, so the merged name is "Plan", not "PlanPlanPlan";
     - `compatible_server`: the output limit goes as `max_tokens`, the name every compatible server
@@ -69,6 +72,9 @@ class CompatibleChatOpenAI(ChatOpenAI):
     """
 
     compatible_server: bool = False
+    # Set when a streamed step with tools came back empty and the same step unstreamed answered:
+    # the endpoint cannot stream tool steps, and each such stream cost a whole prompt evaluation.
+    _tool_streams_empty: bool = PrivateAttr(default=False)
 
     def bind_tools(
         self,
@@ -106,6 +112,10 @@ class CompatibleChatOpenAI(ChatOpenAI):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
+        offers_tools = bool(kwargs.get("tools"))
+        if offers_tools and self._tool_streams_empty:
+            yield self._unstreamed_on_a_live_connection(messages, stop, run_manager, **kwargs)
+            return
         named: dict[int, str] = {}
         detector = RepetitionDetector()
         answered = False
@@ -128,7 +138,10 @@ class CompatibleChatOpenAI(ChatOpenAI):
             if isinstance(stream, Generator):  # as langchain-openai's is
                 stream.close()  # stops reading: the HTTP response is closed
         if not answered:
-            yield self._unstreamed_after_empty(messages, stop, run_manager, **kwargs)
+            chunk = self._unstreamed_after_empty(messages, stop, run_manager, **kwargs)
+            if offers_tools and has_output(chunk.message):
+                self._tool_streams_empty = True
+            yield chunk
 
     def _next_in_time(self, stream: Iterator[ChatGenerationChunk]) -> ChatGenerationChunk | None:
         """The stream's next chunk (None at its end), waited for at most the request timeout and
