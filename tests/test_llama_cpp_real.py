@@ -48,7 +48,7 @@ BUSY_TOKENS = 3000  # what another client asks for while the ping-only turn wait
 # chatml-function-calling template has no branch for `tool` messages (it renders system, user and
 # assistant only), so no model ever sees a tool's result there and SmolLM2-135M calls again instead of
 # answering (6 of 6); its arguments rarely parse either. The turn fails honestly after its retries; the
-# wire is fine: every request 200 (docs/notes/native.md).
+# wire is fine: every request 200 (docs/models.md).
 SMALL_MODEL_NATIVE_CALLS = pytest.mark.xfail(
     strict=False,
     reason="chatml-function-calling never shows the model a tool result; SmolLM2-135M calls again",
