@@ -599,6 +599,23 @@ def test_a_saver_s_first_run_cannot_fork_the_thread_when_a_server_hands_it_over(
         assert [kept_in(messages, asked) for asked in (first, overtaking)] == [True, True]
 
 
+def overtaken_once(
+    mine: BaseCheckpointSaver, when: Callable[[tuple], bool], other: Any, turn: dict, config: dict
+) -> None:
+    """After `mine` stores the first checkpoint for which `when(put's arguments)` holds, the other
+    instance runs `turn` on the thread (once; `mine` stores as before from then on)."""
+    store = mine.put
+
+    def overtaken(*put: Any) -> Any:
+        stored = store(*put)
+        if when(put):
+            mine.put = store  # type: ignore[method-assign]
+            ask(other, turn, config, make_context(load_settings()))
+        return stored
+
+    mine.put = overtaken  # type: ignore[method-assign]
+
+
 def test_a_run_refused_after_another_carried_its_answer_on_ends_answered(database: str):
     """Reflexion's turn stores its answer, then evaluates it. Another instance's turn starts from
     that answer before the evaluation's step, so this run is refused there; its turn is answered on
@@ -608,16 +625,8 @@ def test_a_run_refused_after_another_carried_its_answer_on_ends_answered(databas
     config = {"configurable": {"thread_id": "carried"}}
     first, carried, carrying = question(1, 1), question(3, 3), question(2, 2)
     with two_instances(database, "reflexion", first, config) as (other, graph, mine):
-        store = mine.put
-
-        def overtaken_once_answered(*put: Any) -> Any:
-            stored = store(*put)
-            if kept(graph, config, carried):  # the answer is the thread's head
-                mine.put = store
-                ask(other, carrying, config, context)
-            return stored
-
-        mine.put = overtaken_once_answered
+        # Once the answer is the thread's head:
+        overtaken_once(mine, lambda _: kept(graph, config, carried), other, carrying, config)
         result = ask(graph, carried, config, context)
         messages = other.get_state(config).values["messages"]
         assert kept_in(result["messages"], carried)
@@ -637,16 +646,8 @@ def test_a_run_refused_before_its_question_was_stored_fails_though_the_last_turn
     config = {"configurable": {"thread_id": "refused-at-input"}}
     first, dropped, overtaking = question(1, 1), question(3, 3), question(2, 2)
     with two_instances(database, "react", first, config) as (other, graph, mine):
-        store = mine.put
-
-        def overtaken_once_its_input_is_stored(*put: Any) -> Any:
-            stored = store(*put)
-            if put[2].get("source") == "input":
-                mine.put = store
-                ask(other, overtaking, config, context)
-            return stored
-
-        mine.put = overtaken_once_its_input_is_stored
+        # Once its input checkpoint is stored:
+        overtaken_once(mine, lambda put: put[2]["source"] == "input", other, overtaking, config)
         with pytest.raises(ThreadChangedError):
             ask(graph, dropped, config, context)
         messages = other.get_state(config).values["messages"]
